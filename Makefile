@@ -1,0 +1,43 @@
+# Two set-up commands: `make run` (web + worker + beat on the embedded defaults, demo data)
+# and `make test` (the whole suite). Both need only Python 3.11+ and make.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+
+.PHONY: run test lint typecheck fmt clean-db
+
+$(PY):
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-run
+
+run: $(VENV)/.installed-run
+	scripts/run.sh
+
+test: $(VENV)/.installed-test
+	scripts/test.sh $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.installed-test
+	DJANGO_ENV=test $(BIN)/mypy .
+
+fmt: $(VENV)/.installed-test
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean-db:
+	-$(PY) -m config.embedded_db stop
+	rm -rf var/pgdata

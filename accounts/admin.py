@@ -1,0 +1,95 @@
+"""Admin pages for organizations, members and API keys (a new key is shown once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from accounts.models import ApiKey, Membership, Organization
+from accounts.services import api_key_create, api_key_revoke
+
+
+class MembershipInline(admin.TabularInline[Membership, Organization]):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin[Organization]):
+    list_display = ["name", "slug", "is_provider", "is_customer", "is_operator", "country"]
+    list_filter = ["is_provider", "is_customer", "is_operator", "country"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin[Membership]):
+    list_display = ["user", "organization", "role", "created_at"]
+    list_filter = ["role", "organization"]
+    search_fields = ["user__username", "organization__name"]
+    autocomplete_fields = ["user", "organization"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
+    list_display = [
+        "name",
+        "organization",
+        "prefix",
+        "scope",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
+    list_filter = ["scope", "organization"]
+    search_fields = ["name", "prefix", "organization__name"]
+    fields = ["organization", "name", "scope", "expires_at"]
+    actions = ["revoke_keys"]
+
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:  # type: ignore[override]
+        if obj is None:
+            return ["organization", "name", "scope", "expires_at"]
+        return [
+            "organization",
+            "name",
+            "prefix",
+            "scope",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+        ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        if obj is None:
+            return []
+        return ["organization", "prefix", "scope", "created_at", "revoked_at", "last_used_at"]
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["name", "expires_at"])
+            return
+        issued = api_key_create(
+            organization=obj.organization,
+            name=obj.name,
+            scope=obj.scope,
+            expires_at=obj.expires_at,
+            created_by=request.user,
+        )
+        obj.pk = issued.api_key.pk
+        obj.prefix = issued.api_key.prefix
+        self.message_user(
+            request,
+            f"New API key (shown once, copy it now): {issued.raw_key}",
+            level=messages.WARNING,
+        )
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke_keys(self, request: HttpRequest, queryset: Any) -> None:
+        for api_key in queryset:
+            api_key_revoke(api_key=api_key)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).")

@@ -1,0 +1,67 @@
+"""Serializers of the accounts API."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from accounts.choices import KeyScope
+from accounts.models import ApiKey, Organization
+
+
+class OrganizationSerializer(serializers.ModelSerializer[Organization]):
+    """An organization as its members see it."""
+
+    kinds = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = Organization
+        fields = ["id", "name", "slug", "kinds", "country", "billing_emails", "created_at"]
+        read_only_fields = fields
+
+
+class MeSerializer(serializers.Serializer[object]):
+    """The caller: organization, and the scope it acts with."""
+
+    organization = OrganizationSerializer(allow_null=True)
+    is_operator = serializers.BooleanField()
+    can_write = serializers.BooleanField()
+    api_key_prefix = serializers.CharField(allow_null=True)
+
+
+class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
+    """An API key without its secret."""
+
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scope",
+            "is_active",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+        ]
+        read_only_fields = fields
+
+
+class ApiKeyCreateSerializer(serializers.Serializer[object]):
+    """Input for a new key."""
+
+    name = serializers.CharField(max_length=100)
+    scope = serializers.ChoiceField(choices=KeyScope.choices, default=KeyScope.READ)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    """A new key, with the raw value shown this once."""
+
+    key = serializers.CharField(read_only=True, help_text="Shown once; store it now.")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "key"]
+        read_only_fields = fields

@@ -1,0 +1,75 @@
+"""Views of the accounts API: who am I, and the caller's API keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.api.mixins import OrganizationScopedMixin
+from accounts.api.serializers import (
+    ApiKeyCreatedSerializer,
+    ApiKeyCreateSerializer,
+    ApiKeySerializer,
+    MeSerializer,
+)
+from accounts.errors import Forbidden
+from accounts.models import ApiKey
+from accounts.permissions import request_caller
+from accounts.services import api_key_create, api_key_revoke
+
+
+class MeView(APIView):
+    """GET /api/v1/organizations/me/ — the organization this key or session acts for."""
+
+    @extend_schema(responses=MeSerializer)
+    def get(self, request: Request) -> Response:
+        caller = request_caller(request)
+        data = {
+            "organization": caller.organization,
+            "is_operator": caller.is_operator,
+            "can_write": caller.can_write,
+            "api_key_prefix": caller.api_key.prefix if caller.api_key else None,
+        }
+        return Response(MeSerializer(data).data)
+
+
+class ApiKeyViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[ApiKey],
+):
+    """The caller's organization's API keys: list, create (raw key shown once), revoke."""
+
+    queryset = ApiKey.objects.select_related("organization")
+    serializer_class = ApiKeySerializer
+    ordering_fields = ["created_at", "name", "id"]
+
+    @extend_schema(request=ApiKeyCreateSerializer, responses={201: ApiKeyCreatedSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        caller = self.caller
+        if caller.organization is None:
+            raise Forbidden("Act for an organization to create its keys.", code="no_organization")
+        serializer = ApiKeyCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        issued = api_key_create(
+            organization=caller.organization,
+            created_by=request.user,
+            **serializer.validated_data,
+        )
+        body = ApiKeyCreatedSerializer(issued.api_key).data
+        body["key"] = issued.raw_key
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=ApiKeySerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str | None = None) -> Response:
+        """Revoke a key now; it never authenticates again."""
+        api_key = api_key_revoke(api_key=self.get_object())
+        return Response(ApiKeySerializer(api_key).data)

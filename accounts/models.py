@@ -1,0 +1,112 @@
+"""Organizations (provider, customer, operator), memberships and API keys."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.choices import KeyScope, Role
+
+
+class Organization(models.Model):
+    """A company on the marketplace: provider, customer (both at once) or the operator."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64, unique=True)
+    is_provider = models.BooleanField(default=False)
+    is_customer = models.BooleanField(default=False)
+    is_operator = models.BooleanField(
+        default=False, help_text="Marketplace operator staff: sees every organization's data."
+    )
+    country = models.CharField(max_length=2, blank=True, help_text="ISO-3166 alpha-2.")
+    billing_emails = models.JSONField(
+        default=list, blank=True, help_text="Addresses that receive invoices."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(is_provider=True) | Q(is_customer=True) | Q(is_operator=True),
+                name="organization_has_a_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def kinds(self) -> list[str]:
+        """The roles this organization plays on the marketplace."""
+        flags = {
+            "provider": self.is_provider,
+            "customer": self.is_customer,
+            "operator": self.is_operator,
+        }
+        return [kind for kind, on in flags.items() if on]
+
+
+class Membership(models.Model):
+    """A user's role inside one organization."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "organization"], name="membership_unique_user_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.organization} ({self.role})"
+
+
+class ApiKey(models.Model):
+    """An organization's API key; only its SHA-256 hash is stored, the raw key is shown once."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(
+        max_length=16, unique=True, help_text="Public part of the key, shown in lists."
+    )
+    key_hash = models.CharField(max_length=64, unique=True)
+    scope = models.CharField(max_length=8, choices=KeyScope.choices, default=KeyScope.READ)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} (ch_{self.prefix}_…)"
+
+    @property
+    def is_active(self) -> bool:
+        """Not revoked and not expired."""
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+    @property
+    def can_write(self) -> bool:
+        """Write scope allows unsafe methods; read scope only GET/HEAD/OPTIONS."""
+        return self.scope == KeyScope.WRITE

@@ -1,0 +1,145 @@
+"""Write use cases of the accounts app: organizations, members, API keys."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.choices import KeyScope, Role
+from accounts.errors import InvalidApiKey
+from accounts.models import ApiKey, Membership, Organization
+from core.errors import Conflict, ValidationFailed
+
+KEY_PREFIX = "ch"
+# last_used_at is a hint, not an audit trail: refresh it at most once a minute per key.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class IssuedApiKey:
+    """A newly created key together with its raw value, which is never stored."""
+
+    api_key: ApiKey
+    raw_key: str
+
+
+def hash_api_key(raw_key: str) -> str:
+    """SHA-256 of the raw key; keys carry 256 random bits, so a fast hash is enough."""
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+def _split_raw_key(raw_key: str) -> str:
+    """The prefix part of a raw key `ch_<prefix>_<secret>`, or InvalidApiKey."""
+    parts = raw_key.split("_", 2)
+    if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
+        raise InvalidApiKey(code="malformed_api_key", message="The API key is malformed.")
+    return parts[1]
+
+
+def organization_create(
+    *,
+    name: str,
+    slug: str,
+    is_provider: bool = False,
+    is_customer: bool = False,
+    is_operator: bool = False,
+    country: str = "",
+    billing_emails: list[str] | None = None,
+) -> Organization:
+    """Create an organization with at least one kind."""
+    if not (is_provider or is_customer or is_operator):
+        raise ValidationFailed(
+            "An organization must be a provider, a customer or the operator.",
+            code="organization_without_kind",
+        )
+    if Organization.objects.filter(slug=slug).exists():
+        raise Conflict(f"An organization with slug {slug!r} exists.", code="slug_taken")
+    return Organization.objects.create(
+        name=name,
+        slug=slug,
+        is_provider=is_provider,
+        is_customer=is_customer,
+        is_operator=is_operator,
+        country=country,
+        billing_emails=billing_emails or [],
+    )
+
+
+def membership_set(
+    *, user: Any, organization: Organization, role: str = Role.MEMBER
+) -> Membership:
+    """Add a user to an organization, or change their role there."""
+    membership, _ = Membership.objects.update_or_create(
+        user=user, organization=organization, defaults={"role": role}
+    )
+    return membership
+
+
+@transaction.atomic
+def api_key_create(
+    *,
+    organization: Organization,
+    name: str,
+    scope: str = KeyScope.READ,
+    expires_at: datetime | None = None,
+    created_by: AbstractBaseUser | AnonymousUser | None = None,
+    raw_key: str | None = None,
+) -> IssuedApiKey:
+    """Create an API key; the raw key is returned here and never again.
+
+    `raw_key` lets the development demo data use well-known keys; real keys are random.
+    """
+    if scope not in KeyScope.values:
+        raise ValidationFailed(
+            f"Scope must be one of {', '.join(KeyScope.values)}.",
+            code="invalid_scope",
+            detail={"scope": scope},
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationFailed("expires_at must be in the future.", code="expiry_in_past")
+    if raw_key is None:
+        raw_key = f"{KEY_PREFIX}_{secrets.token_hex(4)}_{secrets.token_urlsafe(32)}"
+    prefix = _split_raw_key(raw_key)
+    api_key = ApiKey.objects.create(
+        organization=organization,
+        name=name,
+        prefix=prefix,
+        key_hash=hash_api_key(raw_key),
+        scope=scope,
+        expires_at=expires_at,
+        created_by=created_by if created_by is not None and created_by.pk else None,  # type: ignore[misc]
+    )
+    return IssuedApiKey(api_key=api_key, raw_key=raw_key)
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke a key; a revoked key never authenticates again. Revoking twice is a no-op."""
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+    return api_key
+
+
+def api_key_authenticate(*, raw_key: str) -> ApiKey:
+    """The active key matching `raw_key`, with last_used_at refreshed; InvalidApiKey otherwise."""
+    prefix = _split_raw_key(raw_key)
+    api_key = ApiKey.objects.select_related("organization").filter(prefix=prefix).first()
+    if api_key is None or not hmac.compare_digest(api_key.key_hash, hash_api_key(raw_key)):
+        raise InvalidApiKey()
+    now = timezone.now()
+    if api_key.revoked_at is not None:
+        raise InvalidApiKey("The API key was revoked.", code="revoked_api_key")
+    if api_key.expires_at is not None and api_key.expires_at <= now:
+        raise InvalidApiKey("The API key has expired.", code="expired_api_key")
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+    return api_key

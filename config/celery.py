@@ -1,0 +1,13 @@
+"""The Celery application: broker from CELERY_BROKER_URL, or a server-less filesystem transport."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("cardhour")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    """Cross-cutting pieces every app uses: errors, money, idempotency, health."""
+
+    name = "core"
+    verbose_name = "Core"

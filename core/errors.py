@@ -1,0 +1,65 @@
+"""Domain errors: every failure a user can cause has a stable code and an HTTP status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApplicationError(Exception):
+    """Base of every domain error; the API turns it into {code, message, detail}."""
+
+    code: str = "application_error"
+    status_code: int = 400
+    default_message: str = "The request could not be processed."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        code: str | None = None,
+        detail: dict[str, Any] | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        self.message = message or self.default_message
+        if code is not None:
+            self.code = code
+        if status_code is not None:
+            self.status_code = status_code
+        self.detail: dict[str, Any] = detail or {}
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The error body every API answer uses."""
+        return {"code": self.code, "message": self.message, "detail": self.detail}
+
+
+class ValidationFailed(ApplicationError):
+    """Input that does not have the required shape or range (400)."""
+
+    code = "invalid"
+    status_code = 400
+    default_message = "The input is not valid."
+
+
+class NotFound(ApplicationError):
+    """The object does not exist or does not belong to the caller (404)."""
+
+    code = "not_found"
+    status_code = 404
+    default_message = "Not found."
+
+
+class Conflict(ApplicationError):
+    """The request conflicts with the current state: capacity gone, wrong status (409)."""
+
+    code = "conflict"
+    status_code = 409
+    default_message = "The request conflicts with the current state."
+
+
+class SemanticError(ApplicationError):
+    """Well-formed input that breaks a business rule (422)."""
+
+    code = "unprocessable"
+    status_code = 422
+    default_message = "The request breaks a business rule."

@@ -1,0 +1,181 @@
+"""API keys: hashing at rest, scopes, expiry, revocation, tenant isolation, throttling."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from accounts.choices import KeyScope
+from accounts.models import ApiKey
+from accounts.services import api_key_authenticate, api_key_create, hash_api_key
+
+pytestmark = pytest.mark.django_db
+
+ME = "/api/v1/organizations/me/"
+KEYS = "/api/v1/api-keys/"
+
+
+def _client(raw_key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+    return client
+
+
+def test_the_raw_key_is_stored_nowhere_in_the_database(customer):
+    issued = api_key_create(organization=customer, name="ci", scope=KeyScope.WRITE)
+    secret = issued.raw_key.split("_", 2)[2]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT row_to_json(k)::text FROM accounts_apikey k")
+        rows = [row[0] for row in cursor.fetchall()]
+    assert rows
+    assert all(secret not in row and issued.raw_key not in row for row in rows)
+    assert ApiKey.objects.get().key_hash == hash_api_key(issued.raw_key)
+
+
+def test_a_valid_key_reads_its_own_organization(customer):
+    issued = api_key_create(organization=customer, name="ci")
+    response = _client(issued.raw_key).get(ME)
+    assert response.status_code == 200
+    assert response.json()["organization"]["slug"] == "acme-ai"
+    assert response.json()["organization"]["kinds"] == ["customer"]
+    assert response.json()["can_write"] is False
+
+
+@pytest.mark.parametrize(
+    ("header", "code"),
+    [
+        (None, "not_authenticated"),
+        ("Api-Key ch_nothere_abcdef", "invalid_api_key"),
+        ("Api-Key garbage", "malformed_api_key"),
+        ("Api-Key", "malformed_api_key"),
+        ("Api-Key a b", "malformed_api_key"),
+    ],
+)
+def test_a_missing_unknown_or_malformed_key_gets_401_with_a_code(header, code):
+    client = APIClient()
+    if header is not None:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    response = client.get(ME)
+    assert response.status_code == 401
+    assert response.json()["code"] == code
+    assert set(response.json()) == {"code", "message", "detail"}
+
+
+def test_a_revoked_key_gets_401(customer, client_for):
+    issued = api_key_create(organization=customer, name="old", scope=KeyScope.WRITE)
+    admin = client_for(customer)
+    response = admin.post(f"{KEYS}{issued.api_key.pk}/revoke/")
+    assert response.status_code == 200
+    assert response.json()["revoked_at"] is not None
+    response = _client(issued.raw_key).get(ME)
+    assert response.status_code == 401
+    assert response.json()["code"] == "revoked_api_key"
+
+
+def test_an_expired_key_gets_401(customer):
+    issued = api_key_create(
+        organization=customer, name="short", expires_at=timezone.now() + timedelta(seconds=30)
+    )
+    ApiKey.objects.filter(pk=issued.api_key.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    response = _client(issued.raw_key).get(ME)
+    assert response.status_code == 401
+    assert response.json()["code"] == "expired_api_key"
+
+
+def test_a_read_scoped_key_cannot_write(customer, client_for):
+    reader = client_for(customer, scope=KeyScope.READ)
+    response = reader.post(KEYS, {"name": "new"}, format="json")
+    assert response.status_code == 403
+    assert response.json()["code"] == "insufficient_scope"
+    assert reader.get(KEYS).status_code == 200
+
+
+def test_creating_a_key_shows_it_once_and_lists_never_show_it(customer, client_for):
+    writer = client_for(customer)
+    response = writer.post(KEYS, {"name": "deploy", "scope": "write"}, format="json")
+    assert response.status_code == 201
+    raw_key = response.json()["key"]
+    assert raw_key.startswith("ch_")
+    listed = writer.get(KEYS).json()["results"]
+    assert {row["name"] for row in listed} == {"test", "deploy"}
+    assert all("key" not in row and raw_key not in str(row) for row in listed)
+    assert _client(raw_key).get(ME).json()["can_write"] is True
+
+
+def test_another_organizations_key_is_404_to_read_and_revoke(customer, other_customer, client_for):
+    theirs = api_key_create(organization=other_customer, name="theirs").api_key
+    mine = client_for(customer)
+    assert mine.get(f"{KEYS}{theirs.pk}/").status_code == 404
+    response = mine.post(f"{KEYS}{theirs.pk}/revoke/")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+    theirs.refresh_from_db()
+    assert theirs.revoked_at is None
+    assert theirs.pk not in {row["id"] for row in mine.get(KEYS).json()["results"]}
+
+
+def test_last_used_time_is_recorded(customer):
+    issued = api_key_create(organization=customer, name="ci")
+    assert issued.api_key.last_used_at is None
+    api_key_authenticate(raw_key=issued.raw_key)
+    issued.api_key.refresh_from_db()
+    assert issued.api_key.last_used_at is not None
+
+
+def test_a_key_past_its_rate_gets_429(customer, client_for, settings):
+    rest = {**settings.REST_FRAMEWORK}
+    rest["DEFAULT_THROTTLE_RATES"] = {**rest["DEFAULT_THROTTLE_RATES"], "api_key": "3/min"}
+    cache.clear()
+    with override_settings(REST_FRAMEWORK=rest):
+        from rest_framework.settings import api_settings
+        from rest_framework.throttling import SimpleRateThrottle
+
+        api_settings.reload()
+        SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+        try:
+            client = client_for(customer)
+            codes = [client.get(ME).status_code for _ in range(4)]
+            response = client.get(ME)
+        finally:
+            api_settings.reload()
+            SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+            cache.clear()
+    assert codes == [200, 200, 200, 429]
+    assert response.status_code == 429
+    assert response.json()["code"] == "throttled"
+    assert response.json()["detail"]["retry_after_seconds"] > 0
+
+
+def test_malformed_json_is_a_400_with_a_code(customer, client_for):
+    response = client_for(customer).post(KEYS, data="{not json", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "malformed_request"
+
+
+def test_an_invalid_scope_is_a_field_error(customer, client_for):
+    response = client_for(customer).post(KEYS, {"name": "x", "scope": "admin"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid"
+    assert "scope" in response.json()["detail"]
+
+
+def test_the_create_api_key_command_prints_a_working_key(customer, capsys):
+    call_command("create_api_key", "--org", "acme-ai", "--scope", "write")
+    raw_key = capsys.readouterr().out.strip()
+    assert _client(raw_key).get(ME).json()["can_write"] is True
+
+
+def test_the_create_api_key_command_rejects_an_unknown_org():
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="No organization"):
+        call_command("create_api_key", "--org", "nope")

@@ -1,0 +1,117 @@
+"""Fixtures shared by the whole suite: API clients per organization and a real Celery worker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from accounts.choices import KeyScope
+from accounts.models import Organization
+from accounts.services import api_key_create
+from tests.factories import OperatorFactory, OrganizationFactory, ProviderFactory
+
+REPO = Path(__file__).resolve().parent.parent
+
+ClientFor = Callable[..., APIClient]
+
+
+@pytest.fixture
+def client_for(db: None) -> ClientFor:
+    """An APIClient that authenticates with a fresh API key of the given organization."""
+
+    def make(organization: Organization, scope: str = KeyScope.WRITE) -> APIClient:
+        issued = api_key_create(organization=organization, name="test", scope=scope)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Api-Key {issued.raw_key}")
+        client.organization = organization  # type: ignore[attr-defined]
+        return client
+
+    return make
+
+
+@pytest.fixture
+def customer(db: None) -> Organization:
+    return OrganizationFactory(name="Acme AI", slug="acme-ai")
+
+
+@pytest.fixture
+def other_customer(db: None) -> Organization:
+    return OrganizationFactory(name="Globex Labs", slug="globex")
+
+
+@pytest.fixture
+def provider(db: None) -> Organization:
+    return ProviderFactory(name="Southern Cross GPU", slug="southern-cross")
+
+
+@pytest.fixture
+def other_provider(db: None) -> Organization:
+    return ProviderFactory(name="Kuala Compute", slug="kuala-compute")
+
+
+@pytest.fixture
+def operator(db: None) -> Organization:
+    return OperatorFactory(name="Cardhour Ops", slug="ops")
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    database = settings.DATABASES["default"]
+    env["DATABASE_NAME"] = str(database["NAME"])  # the test database of the same server
+    if not env.get("DATABASE_URL"):
+        env.pop("DATABASE_URL", None)
+    env["DJANGO_ENV"] = "test"
+    return env
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
+    """A real `celery worker` process on the configured broker, using the test database."""
+    if settings.CELERY_BROKER_URL == "filesystem://":
+        shutil.rmtree(settings.CELERY_DIR / "queue", ignore_errors=True)
+        (settings.CELERY_DIR / "queue").mkdir(parents=True, exist_ok=True)
+    else:
+        from config.celery import app
+
+        app.control.purge()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            "default,ingest,billing",
+            "-P",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "WARNING",
+            "-n",
+            f"pytest-{os.getpid()}@%h",
+        ],
+        cwd=REPO,
+        env=_worker_env(),
+    )
+    time.sleep(1)
+    try:
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
