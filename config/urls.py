@@ -8,6 +8,7 @@ from core.views import healthz
 
 API_MODULES = [
     "accounts.api.urls",
+    "contracts.api.urls",
 ]
 
 urlpatterns = [

@@ -324,17 +324,17 @@ def _period_start_at_or_after(terms: ContractTerms, at: datetime) -> datetime | 
     """The first period start at or after `at`, or None past the term."""
     if at <= terms.term_start:
         return terms.term_start
-    return (
-        at
-        if _anchor_at_or_before(terms, at) == at and at < terms.term_end
-        else (next_period_start(terms, at))
-    )
+    if at >= terms.term_end:
+        return None
+    if _anchor_at_or_before(terms, at) == at:
+        return at
+    return next_period_start(terms, at)
 
 
 # ---------------------------------------------------------------- throughput acceptance
 
 
-def _run_passes(clause: ThroughputAcceptance, run: AcceptanceRun) -> bool:
+def acceptance_run_passes(clause: ThroughputAcceptance, run: AcceptanceRun) -> bool:
     """Fast enough and accurate enough; an unmeasured quality only passes where none applies."""
     if run.measured_value < clause.threshold:
         return False
@@ -346,7 +346,7 @@ def _run_passes(clause: ThroughputAcceptance, run: AcceptanceRun) -> bool:
 
 def _run_decision(clause: ThroughputAcceptance, run: AcceptanceRun, attempt: int) -> Decision:
     """The decision recorded for one acceptance attempt."""
-    passed = _run_passes(clause, run)
+    passed = acceptance_run_passes(clause, run)
     quality = (
         "not measured" if run.quality_delta_pct is None else f"{_pct(run.quality_delta_pct)} %"
     )
@@ -410,7 +410,7 @@ def evaluate_acceptance(
     decisions: list[Decision] = []
     for number, run in enumerate(attempts, start=1):
         decisions.append(_run_decision(clause, run, number))
-        if _run_passes(clause, run):
+        if acceptance_run_passes(clause, run):
             return AcceptanceOutcome("passed", run.at, tuple(decisions), decisions[-1].explanation)
     # A run after the window, or the clock, shows that the window closed without a pass.
     late_run = any(r.at >= window_end for r in ordered)
@@ -460,7 +460,8 @@ def _market_points(
             )
     return sorted(
         (p for p in market if terms.term_start <= _midnight(p.day) <= as_of),
-        key=lambda p: p.day,
+        # Rate breaks ties so that two observations of one day never depend on input order.
+        key=lambda p: (p.day, p.rate),
     )
 
 
@@ -764,6 +765,9 @@ def sla_credit(
     amount = round_money(period_charge.amount * credit_pct / HUNDRED, terms.currency)
     # Rounding up must never credit more than was charged.
     credit = Money(min(amount, _round_down(period_charge.amount, terms.currency)), terms.currency)
+    if credit.amount <= 0:
+        # A credit that rounds to nothing is not worth an event or an invoice line.
+        return None
     capped = (
         f" (capped at {_pct(credit_pct)} % from {_pct(earned)} %)" if credit_pct < earned else ""
     )
@@ -774,7 +778,8 @@ def sla_credit(
     )
     return Decision(
         kind="sla_credit",
-        effective_at=_utc(period_end, "period_end"),
+        # Dated at the period's start: exit terms count breaches by the periods they occurred in.
+        effective_at=_utc(period_start, "period_start"),
         amount=credit,
         explanation=explanation,
         inputs=_inputs(

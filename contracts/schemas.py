@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from itertools import pairwise
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -157,7 +158,7 @@ class SlaCredits(_Clause):
         # Checked here, not with min_length: pydantic adds a spurious "too short" to bad tuples.
         if not self.ladder:
             raise _rule_error("ladder", "at least one rung is required")
-        for index, (upper, lower) in enumerate(zip(self.ladder, self.ladder[1:], strict=False)):
+        for index, (upper, lower) in enumerate(pairwise(self.ladder)):
             if lower.below_pct >= upper.below_pct:
                 raise _rule_error(
                     f"ladder.{index + 1}.below_pct", "rungs must be unique and sorted descending"

@@ -1,11 +1,11 @@
 """Routes of the accounts API."""
 
 from django.urls import path
-from rest_framework.routers import SimpleRouter
 
 from accounts.api.views import ApiKeyViewSet, MeView
+from core.api.routers import Router
 
-router = SimpleRouter()
+router = Router()
 router.register("api-keys", ApiKeyViewSet, basename="api-key")
 
 urlpatterns = [

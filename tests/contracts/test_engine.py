@@ -13,6 +13,7 @@ from contracts.engine import (
     AcceptanceRun,
     AppliedStep,
     ContractTerms,
+    Decision,
     ExitRequest,
     MarketPoint,
     Period,
@@ -31,7 +32,7 @@ from contracts.engine import (
     sla_credit,
     termination_quote,
 )
-from contracts.schemas import parse_clause, validate_clause_set
+from contracts.schemas import ThroughputAcceptance, parse_clause, validate_clause_set
 from core.errors import SemanticError, ValidationFailed
 from core.money import CurrencyMismatch, Money
 
@@ -162,14 +163,19 @@ class TestClauseSchemas:
         data = {key: value for key, value in ACCEPTANCE.items() if key != "model_name"}
         with pytest.raises(ValidationFailed) as excinfo:
             parse_clause(data)
-        assert field_errors(excinfo) == {"model_name": "required when metric is output_tokens_per_s"}
+        assert field_errors(excinfo) == {
+            "model_name": "required when metric is output_tokens_per_s"
+        }
 
     def test_hardware_metric_needs_no_model_name(self) -> None:
         data = {"kind": "throughput_acceptance", "metric": "bf16_tflops", "threshold": "900"}
-        assert parse_clause({**data, "precision_tolerance_pct": "0"}).model_name is None
+        clause = parse_clause({**data, "precision_tolerance_pct": "0"})
+        assert isinstance(clause, ThroughputAcceptance) and clause.model_name is None
 
     def test_market_drop_pct_is_required_exactly_for_market_drop(self) -> None:
-        without = {key: value for key, value in MARKET_DROP_STEP.items() if key != "market_drop_pct"}
+        without = {
+            key: value for key, value in MARKET_DROP_STEP.items() if key != "market_drop_pct"
+        }
         with pytest.raises(ValidationFailed) as excinfo:
             parse_clause(without)
         assert field_errors(excinfo) == {"market_drop_pct": "required when trigger is market_drop"}
@@ -189,7 +195,10 @@ class TestClauseSchemas:
         assert field_errors(excinfo) == {"fee_months": "required when fee is months_of_rent"}
 
     def test_sla_ladder_must_be_sorted_descending_without_repeats(self) -> None:
-        ladder = [{"below_pct": "99.0", "credit_pct": "10"}, {"below_pct": "99.0", "credit_pct": "25"}]
+        ladder = [
+            {"below_pct": "99.0", "credit_pct": "10"},
+            {"below_pct": "99.0", "credit_pct": "25"},
+        ]
         with pytest.raises(ValidationFailed) as excinfo:
             parse_clause({**SLA, "ladder": ladder})
         assert set(field_errors(excinfo)) == {"ladder.1.below_pct"}
@@ -279,7 +288,9 @@ class TestAcceptance:
 
     def test_billing_starts_at_the_first_passing_run(self) -> None:
         runs = [run(5, "2600"), run(2, "2400")]  # 2400 < 2500 fails, then 2600 >= 2500 passes
-        outcome = evaluate_acceptance(make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start)
+        outcome = evaluate_acceptance(
+            make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start
+        )
         assert (outcome.status, outcome.billing_start) == ("passed", at(2026, 1, 5, 12))
         assert [d.kind for d in outcome.decisions] == ["acceptance_failed", "acceptance_passed"]
         assert outcome.decisions[1].inputs["measured_value"] == "2600"
@@ -300,7 +311,9 @@ class TestAcceptance:
 
     def test_three_failed_attempts_give_a_rejection_right(self) -> None:
         runs = [run(2, "2000"), run(3, "2100"), run(4, "2200"), run(5, "2600")]
-        outcome = evaluate_acceptance(make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start)
+        outcome = evaluate_acceptance(
+            make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start
+        )
         # The fourth run passes, but only three attempts were allowed.
         assert (outcome.status, outcome.billing_start) == ("rejection_right", None)
         assert outcome.decisions[-1].kind == "acceptance_rejection_right"
@@ -310,7 +323,9 @@ class TestAcceptance:
     def test_a_pass_after_the_remedy_window_does_not_count(self) -> None:
         # The window is [2026-01-01, 2026-01-15); a pass on the 16th is too late.
         runs = [run(2, "2000"), run(16, "2600")]
-        outcome = evaluate_acceptance(make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start)
+        outcome = evaluate_acceptance(
+            make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start
+        )
         assert outcome.status == "rejection_right"
         assert outcome.decisions[-1].effective_at == at(2026, 1, 15)
 
@@ -326,7 +341,9 @@ class TestAcceptance:
 
     def test_no_run_is_pending_and_other_metrics_are_ignored(self) -> None:
         other = AcceptanceRun(at(2026, 1, 2), "bf16_tflops", Decimal("9999"), Decimal(0))
-        outcome = evaluate_acceptance(make_terms(ACCEPTANCE), runs=[other], lease_start=self.lease_start)
+        outcome = evaluate_acceptance(
+            make_terms(ACCEPTANCE), runs=[other], lease_start=self.lease_start
+        )
         assert (outcome.status, outcome.decisions) == ("pending", ())
 
 
@@ -443,12 +460,12 @@ class TestPriceSteps:
             (at(2026, 7, 1), Decimal("1.575000")),
         ]
         assert schedule[1].decision is not None
-        assert "is re-pegged to the market rate 1.900000 plus 5 %" in schedule[1].decision.explanation
+        assert (
+            "is re-pegged to the market rate 1.900000 plus 5 %" in schedule[1].decision.explanation
+        )
 
     def test_a_repeg_that_would_raise_the_rate_does_not_step(self) -> None:
-        clause = {
-            key: value for key, value in MARKET_DROP_STEP.items() if key not in ("step_pct",)
-        }
+        clause = {key: value for key, value in MARKET_DROP_STEP.items() if key not in ("step_pct",)}
         clause.update({"step": "repeg", "premium_pct": "40"})  # 1.90 x 1.40 = 2.66 > 2.40
         market = [MarketPoint(date(2026, 3, 1), Decimal("1.90"), "USD")]
         schedule = rate_schedule(make_terms(clause), as_of=at(2026, 6, 1), market=market)
@@ -461,7 +478,10 @@ class TestPriceSteps:
         ]
         recorded = [AppliedStep(at(2026, 3, 1), Decimal("2.16"))]
         schedule = rate_schedule(
-            make_terms(MARKET_DROP_STEP), as_of=at(2026, 6, 1), market=market, applied_steps=recorded
+            make_terms(MARKET_DROP_STEP),
+            as_of=at(2026, 6, 1),
+            market=market,
+            applied_steps=recorded,
         )
         assert [(s.start, s.decision is None) for s in schedule] == [
             (at(2026, 1, 1), True),
@@ -498,16 +518,32 @@ class TestPriceSteps:
 # ---------------------------------------------------------------- SLA credits
 
 
-class TestSlaCredits:
-    march = {"period_start": at(2026, 3, 1), "period_end": at(2026, 4, 1)}
+def march_credit(
+    terms: ContractTerms,
+    charge: Money,
+    uptime: str,
+    ttft_p95_ms: Decimal | None = None,
+    tpot_p99_ms: Decimal | None = None,
+) -> Decision | None:
+    """The SLA credit for March 2026."""
+    return sla_credit(
+        terms,
+        period_start=at(2026, 3, 1),
+        period_end=at(2026, 4, 1),
+        period_charge=charge,
+        uptime_pct=Decimal(uptime),
+        ttft_p95_ms=ttft_p95_ms,
+        tpot_p99_ms=tpot_p99_ms,
+    )
 
+
+class TestSlaCredits:
     def test_uptime_just_below_target_earns_the_first_rung(self) -> None:
         # 99.7222 % < 99.9 % only: 10 % of 108,288.00 = 10,828.80 USD.
-        decision = sla_credit(
-            make_terms(SLA), period_charge=usd("108288.00"), uptime_pct=Decimal("99.7222"), **self.march
-        )
+        decision = march_credit(make_terms(SLA), usd("108288.00"), "99.7222")
         assert decision is not None and decision.kind == "sla_credit"
         assert decision.amount == usd("10828.80")
+        assert decision.effective_at == at(2026, 3, 1)
         assert decision.explanation == (
             "In the period 2026-03-01 to 2026-04-01 availability 99.7222 % was below 99.9 %: "
             "credit 10 % of 108,288.00 USD = 10,828.80 USD."
@@ -516,41 +552,31 @@ class TestSlaCredits:
     def test_the_highest_matching_rung_counts_and_the_cap_applies(self) -> None:
         # 98.5 % < 99.0 % earns 25 %; 94 % < 95 % earns 100 %, capped at 30 %.
         terms = make_terms(SLA)
-        charge = usd("1000.00")
-        lower = sla_credit(terms, period_charge=charge, uptime_pct=Decimal("98.5"), **self.march)
-        lowest = sla_credit(terms, period_charge=charge, uptime_pct=Decimal("94"), **self.march)
+        lower = march_credit(terms, usd("1000.00"), "98.5")
+        lowest = march_credit(terms, usd("1000.00"), "94")
         assert lower is not None and lower.amount == usd("250.00")
         assert lowest is not None and lowest.amount == usd("300.00")
         assert "capped at 30 % from 100 %" in lowest.explanation
 
     def test_latency_credits_add_to_availability(self) -> None:
         # 10 % (availability) + 5 % (TTFT 900 > 800) + 5 % (TPOT 61 > 60) = 20 % of 1,000.00.
-        decision = sla_credit(
-            make_terms(SLA),
-            period_charge=usd("1000.00"),
-            uptime_pct=Decimal("99.8"),
-            ttft_p95_ms=Decimal("900"),
-            tpot_p99_ms=Decimal("61"),
-            **self.march,
+        decision = march_credit(
+            make_terms(SLA), usd("1000.00"), "99.8", Decimal("900"), Decimal("61")
         )
         assert decision is not None and decision.amount == usd("200.00")
 
     def test_meeting_every_target_earns_nothing(self) -> None:
-        decision = sla_credit(
-            make_terms(SLA),
-            period_charge=usd("1000.00"),
-            uptime_pct=Decimal("99.9"),
-            ttft_p95_ms=Decimal("800"),
-            **self.march,
-        )
-        assert decision is None
+        # Exactly on target is not a miss: 99.9 % is not below 99.9 %, 800 ms is not above 800.
+        assert march_credit(make_terms(SLA), usd("1000.00"), "99.9", Decimal("800")) is None
 
     def test_full_credit_never_exceeds_the_charge(self) -> None:
         clause = {**SLA, "max_credit_pct_per_period": "100"}
-        decision = sla_credit(
-            make_terms(clause), period_charge=usd("0.01"), uptime_pct=Decimal("10"), **self.march
-        )
+        decision = march_credit(make_terms(clause), usd("0.01"), "10")
         assert decision is not None and decision.amount == usd("0.01")
+
+    def test_a_charge_in_another_currency_is_refused(self) -> None:
+        with pytest.raises(CurrencyMismatch):
+            march_credit(make_terms(SLA), Money(Decimal("100"), "EUR"), "90")
 
 
 # ---------------------------------------------------------------- exit terms
@@ -606,14 +632,18 @@ class TestTermination:
         assert quote_with(at(2026, 3, 1), at(2026, 7, 1), at(2026, 9, 1)) == usd("336384.00")
 
     def test_the_lessor_never_charges_the_lessee_for_its_own_exit(self) -> None:
-        request = ExitRequest(party="lessor", requested_at=at(2026, 10, 1), exit_date=date(2026, 11, 1))
+        request = ExitRequest(
+            party="lessor", requested_at=at(2026, 10, 1), exit_date=date(2026, 11, 1)
+        )
         quote = termination_quote(make_terms(EXIT), exit=request, today=date(2026, 10, 1))
         # 90 days' notice push the end from 2026-11-01 to 2026-12-30.
         assert (quote.fee, quote.effective_end) == (usd("0.00"), at(2026, 12, 30))
         assert quote.fee_free_reason == "the lessor initiated the exit"
 
     def test_notice_and_migration_windows(self) -> None:
-        request = ExitRequest(party="lessee", requested_at=at(2026, 10, 20), exit_date=date(2026, 11, 1))
+        request = ExitRequest(
+            party="lessee", requested_at=at(2026, 10, 20), exit_date=date(2026, 11, 1)
+        )
         quote = termination_quote(make_terms(EXIT), exit=request, today=date(2026, 10, 20))
         # 30 days' notice from 2026-10-20 end on 2026-11-19; migration runs 30 days more.
         assert quote.effective_end == at(2026, 11, 19)
@@ -625,20 +655,27 @@ class TestTermination:
     def test_percent_of_remaining_commitment(self) -> None:
         clause = {**EXIT, "fee": "percent_of_remaining", "fee_pct": "10"}
         del clause["fee_months"]
-        request = ExitRequest(party="lessee", requested_at=at(2028, 10, 1), exit_date=date(2028, 12, 1))
+        request = ExitRequest(
+            party="lessee", requested_at=at(2028, 10, 1), exit_date=date(2028, 12, 1)
+        )
         quote = termination_quote(make_terms(clause), exit=request, today=date(2028, 10, 1))
         # 31 days (744 h) remain: 10 % x 64 GPUs x 744 h x 2.40 USD = 11,427.84 USD.
         assert quote.fee == usd("11427.84")
 
     def test_months_of_rent_never_exceed_the_rent_still_owed(self) -> None:
-        request = ExitRequest(party="lessee", requested_at=at(2028, 10, 1), exit_date=date(2028, 12, 1))
+        request = ExitRequest(
+            party="lessee", requested_at=at(2028, 10, 1), exit_date=date(2028, 12, 1)
+        )
         quote = termination_quote(make_terms(EXIT), exit=request, today=date(2028, 10, 1))
         # 3 months would be 336,384.00; only 64 x 744 h x 2.40 = 114,278.40 USD remain.
         assert quote.fee == usd("114278.40")
 
     def test_the_current_rate_prices_the_fee(self) -> None:
         quote = termination_quote(
-            make_terms(EXIT), exit=self.request, today=date(2026, 10, 1), current_rate=Decimal("2.04")
+            make_terms(EXIT),
+            exit=self.request,
+            today=date(2026, 10, 1),
+            current_rate=Decimal("2.04"),
         )
         # 3 x 64 x 730 x 2.04 = 285,926.40 USD.
         assert quote.fee == usd("285926.40")
@@ -779,3 +816,9 @@ def test_decision_inputs_are_json_safe() -> None:
     )
     encoded = json.dumps(quote.decisions[0].inputs)
     assert '"rate": "2.40"' in encoded
+
+
+def test_an_sla_clause_needs_at_least_one_rung() -> None:
+    with pytest.raises(ValidationFailed) as excinfo:
+        parse_clause({**SLA, "ladder": []})
+    assert field_errors(excinfo) == {"ladder": "at least one rung is required"}

@@ -1,0 +1,198 @@
+"""Contracts, their typed clauses, acceptance runs and the audit trail of every decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import models
+from django.db.models import F, Q
+from simple_history.models import HistoricalRecords
+
+from accounts.models import Organization
+from contracts.choices import (
+    BillingPeriod,
+    ClauseKind,
+    ContractStatus,
+    EndReason,
+    EventKind,
+    Party,
+    PricingBasis,
+)
+
+
+def history_user(instance: models.Model, request: Any = None, **kwargs: Any) -> Any:
+    """The Django user behind a change, if any; API-key callers are named in the change reason."""
+    user = getattr(request, "user", None) if request is not None else None
+    return user if isinstance(user, AbstractBaseUser) else None
+
+
+RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
+AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 4}
+
+
+class Contract(models.Model):
+    """A lease agreement between a lessor and a lessee whose clauses the system enforces."""
+
+    number = models.CharField(max_length=32, unique=True, editable=False)
+    version = models.PositiveIntegerField(default=1, help_text="Raised by every amendment.")
+    lessor = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="contracts_as_lessor"
+    )
+    lessee = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="contracts_as_lessee"
+    )
+    term_start = models.DateTimeField()
+    term_end = models.DateTimeField()
+    currency = models.CharField(max_length=3)
+    billing_period = models.CharField(
+        max_length=16, choices=BillingPeriod.choices, default=BillingPeriod.MONTHLY
+    )
+    billing_anchor_day = models.PositiveSmallIntegerField(default=1)
+    pricing_basis = models.CharField(max_length=16, choices=PricingBasis.choices)
+    leased_model_slug = models.SlugField(
+        max_length=64, blank=True, help_text="GPU model (inventory catalog slug) being leased."
+    )
+    base_rate_per_gpu_hour = models.DecimalField(**RATE, null=True, blank=True)
+    rate_per_million_input_tokens = models.DecimalField(**RATE, null=True, blank=True)
+    rate_per_million_output_tokens = models.DecimalField(**RATE, null=True, blank=True)
+    reference_market_rate = models.DecimalField(
+        **RATE, null=True, blank=True, help_text="Fair market rate when signed (price steps)."
+    )
+    committed_gpus = models.PositiveIntegerField(null=True, blank=True)
+    committed_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(
+        max_length=24, choices=ContractStatus.choices, default=ContractStatus.DRAFT
+    )
+    end_reason = models.CharField(max_length=32, choices=EndReason.choices, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    billing_start = models.DateTimeField(
+        null=True, blank=True, help_text="First passing acceptance run (or activation)."
+    )
+    exit_party = models.CharField(max_length=8, choices=Party.choices, blank=True)
+    exit_effective_at = models.DateTimeField(null=True, blank=True)
+    provider_insolvency_flagged = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords(get_user=history_user)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["status"]), models.Index(fields=["leased_model_slug"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(term_end__gt=F("term_start")), name="contract_term_order"
+            ),
+            models.CheckConstraint(
+                condition=Q(billing_anchor_day__gte=1, billing_anchor_day__lte=28),
+                name="contract_anchor_day_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(currency__regex=r"^[A-Z]{3}$"), name="contract_currency_iso"
+            ),
+            models.CheckConstraint(
+                condition=~Q(lessor=F("lessee")), name="contract_distinct_parties"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(pricing_basis=PricingBasis.CARD_HOUR, base_rate_per_gpu_hour__gte=0)
+                    | Q(
+                        pricing_basis=PricingBasis.TOKEN_SLA,
+                        rate_per_million_input_tokens__gte=0,
+                        rate_per_million_output_tokens__gte=0,
+                    )
+                ),
+                name="contract_rates_match_basis",
+            ),
+            models.CheckConstraint(
+                condition=(Q(status=ContractStatus.ENDED) & ~Q(end_reason=""))
+                | (~Q(status=ContractStatus.ENDED) & Q(end_reason="")),
+                name="contract_end_reason_iff_ended",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.number
+
+
+class Clause(models.Model):
+    """One typed clause of a contract; `params` are validated by contracts.schemas."""
+
+    contract = models.ForeignKey(Contract, on_delete=models.CASCADE, related_name="clauses")
+    kind = models.CharField(max_length=32, choices=ClauseKind.choices)
+    params = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    history = HistoricalRecords(get_user=history_user)
+
+    class Meta:
+        ordering = ["contract", "kind"]
+        constraints = [
+            models.UniqueConstraint(fields=["contract", "kind"], name="clause_one_per_kind")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contract.number}: {self.kind}"
+
+
+class AcceptanceRun(models.Model):
+    """One throughput / precision acceptance measurement submitted for a contract."""
+
+    contract = models.ForeignKey(Contract, on_delete=models.CASCADE, related_name="acceptance_runs")
+    metric = models.CharField(max_length=32)
+    measured_value = models.DecimalField(max_digits=20, decimal_places=6)
+    quality_delta_pct = models.DecimalField(max_digits=9, decimal_places=4, null=True, blank=True)
+    report = models.JSONField(default=dict, blank=True, help_text="Raw benchmark report, kept.")
+    run_by = models.CharField(max_length=200, blank=True)
+    ran_at = models.DateTimeField()
+    passed = models.BooleanField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["ran_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(measured_value__gte=0), name="acceptance_value_non_negative"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contract.number} {self.metric}={self.measured_value}"
+
+
+class ContractEvent(models.Model):
+    """An audit row for every transition and every clause decision, with inputs and a sentence."""
+
+    contract = models.ForeignKey(Contract, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    effective_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    actor = models.CharField(max_length=200, blank=True, help_text="Who or what decided.")
+    from_status = models.CharField(max_length=24, blank=True)
+    to_status = models.CharField(max_length=24, blank=True)
+    amount = models.DecimalField(**AMOUNT, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    rate = models.DecimalField(**RATE, null=True, blank=True)
+    explanation = models.TextField()
+    inputs = models.JSONField(default=dict, blank=True)
+    dedupe_key = models.CharField(
+        max_length=128,
+        null=True,
+        blank=True,
+        help_text="Makes a trigger apply once: the same key never records twice.",
+    )
+
+    class Meta:
+        ordering = ["effective_at", "id"]
+        indexes = [models.Index(fields=["contract", "kind", "effective_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["contract", "dedupe_key"], name="contract_event_dedupe"
+            ),
+            models.CheckConstraint(
+                condition=Q(amount__isnull=True) | ~Q(currency=""),
+                name="contract_event_amount_has_currency",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contract.number} {self.kind} @ {self.effective_at:%Y-%m-%d}"

@@ -1,0 +1,108 @@
+"""Reads of the contracts app, including the plain engine inputs built from a contract row."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from accounts.models import Organization
+from contracts import engine
+from contracts.choices import EventKind, Party
+from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
+from contracts.schemas import parse_clause
+
+
+def contracts_with_relations() -> QuerySet[Contract]:
+    """Contracts with parties and clauses fetched in bulk (for lists and details)."""
+    return Contract.objects.select_related("lessor", "lessee").prefetch_related(
+        Prefetch("clauses", queryset=Clause.objects.order_by("kind"))
+    )
+
+
+def contracts_of(*, organization: Organization) -> QuerySet[Contract]:
+    """Contracts where the organization is lessor or lessee."""
+    return Contract.objects.filter(Q(lessor=organization) | Q(lessee=organization))
+
+
+def party_of(*, contract: Contract, organization: Organization | None) -> str | None:
+    """Which side of the contract the organization is on, if any."""
+    if organization is None:
+        return None
+    if contract.lessee_id == organization.pk:
+        return Party.LESSEE
+    if contract.lessor_id == organization.pk:
+        return Party.LESSOR
+    return None
+
+
+def contract_terms(contract: Contract) -> engine.ContractTerms:
+    """The engine's plain view of a contract: terms and parsed clauses, no ORM objects."""
+    clauses = tuple(parse_clause({"kind": c.kind, **c.params}) for c in contract.clauses.all())
+    return engine.ContractTerms(
+        currency=contract.currency,
+        pricing_basis=contract.pricing_basis,  # type: ignore[arg-type]
+        term_start=contract.term_start,
+        term_end=contract.term_end,
+        leased_model=contract.leased_model_slug,
+        base_rate_per_gpu_hour=contract.base_rate_per_gpu_hour,
+        rate_per_million_input_tokens=contract.rate_per_million_input_tokens,
+        rate_per_million_output_tokens=contract.rate_per_million_output_tokens,
+        committed_gpus=contract.committed_gpus,
+        billing_anchor_day=contract.billing_anchor_day,
+        reference_market_rate=contract.reference_market_rate,
+        clauses=clauses,
+    )
+
+
+def acceptance_runs_of(contract: Contract) -> list[engine.AcceptanceRun]:
+    """The contract's acceptance runs as engine inputs, in time order."""
+    return [
+        engine.AcceptanceRun(
+            at=run.ran_at,
+            metric=run.metric,
+            measured_value=run.measured_value,
+            quality_delta_pct=run.quality_delta_pct,
+        )
+        for run in AcceptanceRun.objects.filter(contract=contract).order_by("ran_at", "id")
+    ]
+
+
+RATE_EVENT_KINDS = (EventKind.PRICE_STEP, EventKind.HARDWARE_REPLACEMENT_RATE)
+
+
+def applied_price_steps(contract: Contract) -> list[engine.AppliedStep]:
+    """Price steps already recorded, in time order (they count against spacing and cap)."""
+    events = ContractEvent.objects.filter(
+        contract=contract, kind=EventKind.PRICE_STEP, rate__isnull=False
+    ).order_by("effective_at", "id")
+    return [engine.AppliedStep(effective_at=e.effective_at, rate=e.rate) for e in events]  # type: ignore[arg-type]
+
+
+def current_rate(contract: Contract, *, at: datetime) -> Decimal | None:
+    """The GPU-hour rate in force at `at`: the latest recorded change on or before it, else base."""
+    latest = (
+        ContractEvent.objects.filter(
+            contract=contract, kind__in=RATE_EVENT_KINDS, rate__isnull=False, effective_at__lte=at
+        )
+        .order_by("-effective_at", "-id")
+        .first()
+    )
+    return latest.rate if latest is not None else contract.base_rate_per_gpu_hour
+
+
+def sla_breach_period_starts(contract: Contract) -> tuple[datetime, ...]:
+    """Starts of the periods in which an SLA credit was granted (each is a breach)."""
+    return tuple(
+        ContractEvent.objects.filter(contract=contract, kind=EventKind.SLA_CREDIT)
+        .order_by("effective_at")
+        .values_list("effective_at", flat=True)
+    )
+
+
+def acceptance_failed(contract: Contract) -> bool:
+    """True when the lessee has earned a right to reject for failed acceptance."""
+    return ContractEvent.objects.filter(
+        contract=contract, kind=EventKind.ACCEPTANCE_REJECTION_RIGHT
+    ).exists()
