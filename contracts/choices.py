@@ -77,6 +77,7 @@ class EventKind(models.TextChoices):
     DEPOSIT_RETURN = "deposit_return", "Deposit returned"
     HARDWARE_REPLACEMENT_RATE = "hardware_replacement_rate", "Hardware replaced"
     INSOLVENCY_FLAGGED = "insolvency_flagged", "Provider insolvency flagged"
+    PREEMPTED = "preempted", "Interruptible capacity preempted"
 
 
 S = ContractStatus

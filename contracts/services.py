@@ -417,6 +417,12 @@ def acceptance_run_record(
     if measured_value < 0:
         raise InvalidContract("measured_value cannot be negative.", code="negative_measurement")
     ran_at = ran_at or timezone.now()
+    if ran_at < contract.term_start:
+        raise SemanticError(
+            "An acceptance run must be taken after the lease starts.",
+            code="run_before_start",
+            detail={"term_start": contract.term_start.isoformat(), "ran_at": ran_at.isoformat()},
+        )
     run_input = engine.AcceptanceRun(
         at=ran_at, metric=metric, measured_value=measured_value, quality_delta_pct=quality_delta_pct
     )

@@ -86,7 +86,7 @@ class TestReplayAndConflict:
 
 
 @pytest.mark.urls(__name__)
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_concurrent_first_uses_of_one_key_create_once(customer, client_for):
     clients = [client_for(customer) for _ in range(6)]
     barrier = threading.Barrier(len(clients))

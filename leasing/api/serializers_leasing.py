@@ -1,0 +1,175 @@
+"""Serializers of holds, leases and acceptance runs (shape only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from contracts.models import AcceptanceRun
+from leasing.choices import PricingMode
+from leasing.models import Allocation, Hold, Lease
+
+
+class AllocationSerializer(serializers.ModelSerializer[Allocation]):
+    """One GPU booked for a period."""
+
+    gpu_id = serializers.IntegerField(source="gpu.pk", read_only=True)
+    gpu_index = serializers.IntegerField(source="gpu.index", read_only=True)
+    node = serializers.CharField(source="gpu.node.hostname", read_only=True)
+    start = serializers.SerializerMethodField()
+    end = serializers.SerializerMethodField()
+    replaces = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Allocation
+        fields = [
+            "id",
+            "gpu_id",
+            "gpu_index",
+            "node",
+            "start",
+            "end",
+            "preemptible",
+            "released_at",
+            "ended_reason",
+            "replaces",
+        ]
+
+    def get_start(self, obj: Allocation) -> str | None:
+        return obj.period.lower.isoformat() if obj.period.lower else None
+
+    def get_end(self, obj: Allocation) -> str | None:
+        return obj.period.upper.isoformat() if obj.period.upper else None
+
+
+class WindowInputSerializer(serializers.Serializer[Any]):
+    """An offer, a count of GPUs and a window: end, hours, or a reserved term."""
+
+    offer = serializers.IntegerField()
+    gpu_count = serializers.IntegerField(min_value=1, max_value=10_000)
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField(required=False)
+    hours = serializers.IntegerField(min_value=1, required=False)
+    pricing_mode = serializers.ChoiceField(
+        choices=PricingMode.choices, default=PricingMode.ON_DEMAND
+    )
+    term_months = serializers.IntegerField(min_value=1, max_value=120, required=False)
+
+
+class HoldInputSerializer(WindowInputSerializer):
+    """A hold request: from a quote, or an offer and a window."""
+
+    quote = serializers.IntegerField(required=False)
+    offer = serializers.IntegerField(required=False)  # type: ignore[assignment]
+    gpu_count = serializers.IntegerField(min_value=1, max_value=10_000, required=False)  # type: ignore[assignment]
+    start = serializers.DateTimeField(required=False)  # type: ignore[assignment]
+
+
+class LeaseInputSerializer(HoldInputSerializer):
+    """A lease request: from a hold, a quote, or an offer and a window."""
+
+    hold = serializers.IntegerField(required=False)
+
+
+class HoldSerializer(serializers.ModelSerializer[Hold]):
+    """A hold and the GPUs it reserves."""
+
+    allocations = AllocationSerializer(many=True, read_only=True)
+    offer = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Hold
+        fields = [
+            "id",
+            "offer",
+            "quote",
+            "gpu_count",
+            "start",
+            "end",
+            "pricing_mode",
+            "term_months",
+            "status",
+            "expires_at",
+            "created_at",
+            "allocations",
+        ]
+        read_only_fields = fields
+
+
+class LeaseSerializer(serializers.ModelSerializer[Lease]):
+    """A lease, its contract and its GPUs."""
+
+    contract = serializers.CharField(source="contract.number", read_only=True)
+    contract_id = serializers.IntegerField(source="contract.pk", read_only=True)
+    contract_status = serializers.CharField(source="contract.status", read_only=True)
+    billing_start = serializers.DateTimeField(source="contract.billing_start", read_only=True)
+    customer = serializers.CharField(source="customer.slug", read_only=True)
+    provider = serializers.CharField(source="offer.provider.slug", read_only=True)
+    gpu_model = serializers.CharField(source="offer.gpu_model.slug", read_only=True)
+    allocations = AllocationSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Lease
+        fields = [
+            "id",
+            "contract",
+            "contract_id",
+            "contract_status",
+            "customer",
+            "provider",
+            "offer",
+            "gpu_model",
+            "hold",
+            "gpu_count",
+            "start",
+            "end",
+            "pricing_mode",
+            "term_months",
+            "price_per_gpu_hour",
+            "currency",
+            "status",
+            "placement",
+            "billing_start",
+            "ended_at",
+            "created_at",
+            "allocations",
+        ]
+        read_only_fields = fields
+
+
+class ExtendInputSerializer(serializers.Serializer[Any]):
+    """The new end of a lease."""
+
+    end = serializers.DateTimeField()
+
+
+class LeaseExitInputSerializer(serializers.Serializer[Any]):
+    """When to exit a lease early."""
+
+    exit_date = serializers.DateField()
+
+
+class ReplaceGpuInputSerializer(serializers.Serializer[Any]):
+    """The failed GPU to swap out."""
+
+    gpu = serializers.IntegerField()
+
+
+class AcceptanceRunSerializer(serializers.ModelSerializer[AcceptanceRun]):
+    """An acceptance run as stored, report included."""
+
+    class Meta:
+        model = AcceptanceRun
+        fields = [
+            "id",
+            "metric",
+            "measured_value",
+            "quality_delta_pct",
+            "report",
+            "run_by",
+            "ran_at",
+            "passed",
+            "created_at",
+        ]
+        read_only_fields = fields

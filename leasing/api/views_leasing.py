@@ -1,0 +1,294 @@
+"""Views of holds, leases and acceptance runs: customers reserve and lease; providers see theirs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.api.mixins import OrganizationScopedMixin
+from accounts.errors import Forbidden
+from accounts.permissions import request_caller
+from contracts.api.serializers import AcceptanceOutcomeSerializer, AcceptanceRunInputSerializer
+from contracts.models import AcceptanceRun
+from core.api.idempotency import idempotent
+from core.errors import NotFound, ValidationFailed
+from inventory.models import Gpu
+from leasing.api.serializers_leasing import (
+    AcceptanceRunSerializer,
+    ExtendInputSerializer,
+    HoldInputSerializer,
+    HoldSerializer,
+    LeaseExitInputSerializer,
+    LeaseInputSerializer,
+    LeaseSerializer,
+    ReplaceGpuInputSerializer,
+)
+from leasing.choices import PricingMode
+from leasing.models import Allocation, Hold, Lease, Offer, Quote
+from leasing.services.leases import (
+    LeaseRequest,
+    hold_create,
+    hold_release,
+    lease_acceptance_run_record,
+    lease_create,
+    lease_exit,
+    lease_extend,
+    lease_reject,
+    lease_replace_gpu,
+    request_build,
+)
+
+ALLOCATIONS = Prefetch(
+    "allocations",
+    queryset=Allocation.objects.select_related("gpu__node").order_by("gpu__node_id", "gpu__index"),
+)
+
+
+def _actor(request: Request) -> str:
+    return str(request.user)
+
+
+def _require_customer(request: Request) -> Any:
+    caller = request_caller(request)
+    if caller.organization is None or not caller.organization.is_customer:
+        raise Forbidden("Only customer organizations reserve and lease.", code="customer_only")
+    return caller.organization
+
+
+def _visible_offer(offer_id: int | None) -> Offer:
+    offer = (
+        Offer.objects.select_related("gpu_model", "provider").filter(pk=offer_id).first()
+        if offer_id
+        else None
+    )
+    if offer is None:
+        raise NotFound("No such offer.", code="offer_not_found")
+    return offer
+
+
+def _own_quote(quote_id: int, organization: Any) -> Quote:
+    quote = (
+        Quote.objects.select_related("offer__gpu_model")
+        .filter(pk=quote_id, customer=organization)
+        .first()
+    )
+    if quote is None:
+        raise NotFound("No such quote.", code="quote_not_found")
+    return quote
+
+
+def _window_request(data: dict[str, Any]) -> LeaseRequest:
+    missing = [name for name in ("offer", "gpu_count", "start") if data.get(name) is None]
+    if missing:
+        raise ValidationFailed(
+            "Give a hold, a quote, or an offer with gpu_count and a window.",
+            detail={name: ["This field is required."] for name in missing},
+        )
+    return request_build(
+        offer=_visible_offer(data["offer"]),
+        gpu_count=data["gpu_count"],
+        start=data["start"],
+        end=data.get("end"),
+        hours=data.get("hours"),
+        pricing_mode=data.get("pricing_mode", PricingMode.ON_DEMAND),
+        term_months=data.get("term_months"),
+    )
+
+
+class HoldViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[Hold],
+):
+    """The caller's holds: short reservations of specific GPUs."""
+
+    queryset = Hold.objects.prefetch_related(ALLOCATIONS)
+    serializer_class = HoldSerializer
+    tenant_fields = ("customer",)
+    ordering_fields = ["id", "created_at", "expires_at"]
+    filterset_fields = ["status", "offer"]
+
+    @extend_schema(request=HoldInputSerializer, responses={201: HoldSerializer})
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        customer = _require_customer(request)
+        serializer = HoldInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        quote = _own_quote(data["quote"], customer) if data.get("quote") else None
+        if quote is not None:
+            lease_request = request_build(
+                offer=quote.offer,
+                gpu_count=quote.gpu_count,
+                start=quote.start,
+                end=quote.end,
+                pricing_mode=quote.pricing_mode,
+                term_months=quote.term_months,
+            )
+        else:
+            lease_request = _window_request(data)
+        hold = hold_create(customer=customer, request=lease_request, quote=quote)
+        hold = self.get_queryset().get(pk=hold.pk)
+        return Response(HoldSerializer(hold).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=HoldSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        """Give the GPUs back before the hold expires."""
+        hold = hold_release(hold=self.get_object())
+        return Response(HoldSerializer(self.get_queryset().get(pk=hold.pk)).data)
+
+
+class LeaseViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[Lease],
+):
+    """Leases: customers see theirs, providers the leases of their offers, operators all."""
+
+    queryset = Lease.objects.select_related(
+        "contract", "customer", "offer__provider", "offer__gpu_model"
+    ).prefetch_related(ALLOCATIONS)
+    serializer_class = LeaseSerializer
+    tenant_fields = ("customer", "offer__provider")
+    ordering_fields = ["id", "start", "end", "created_at"]
+    filterset_fields = ["status", "pricing_mode", "offer"]
+
+    @extend_schema(request=LeaseInputSerializer, responses={201: LeaseSerializer})
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        customer = _require_customer(request)
+        serializer = LeaseInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        if data.get("hold"):
+            hold = Hold.objects.filter(pk=data["hold"], customer=customer).first()
+            if hold is None:
+                raise NotFound("No such hold.", code="hold_not_found")
+            lease = lease_create(customer=customer, hold=hold, actor=_actor(request))
+        elif data.get("quote"):
+            quote = _own_quote(data["quote"], customer)
+            lease = lease_create(customer=customer, quote=quote, actor=_actor(request))
+        else:
+            lease = lease_create(
+                customer=customer, request=_window_request(data), actor=_actor(request)
+            )
+        return Response(
+            LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    def _as_customer(self, lease: Lease) -> None:
+        caller = self.caller
+        if not caller.is_operator and lease.customer_id != caller.organization_id:
+            raise Forbidden("Only the lessee can do this.", code="lessee_only")
+
+    def _as_provider(self, lease: Lease) -> None:
+        caller = self.caller
+        if not caller.is_operator and lease.offer.provider_id != caller.organization_id:
+            raise Forbidden("Only the provider can do this.", code="provider_only")
+
+    @extend_schema(request=ExtendInputSerializer, responses=LeaseSerializer)
+    @action(detail=True, methods=["post"])
+    def extend(self, request: Request, pk: str | None = None) -> Response:
+        """Extend on the same GPUs, if they are free until the new end."""
+        lease = self.get_object()
+        self._as_customer(lease)
+        serializer = ExtendInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        lease_extend(lease=lease, new_end=serializer.validated_data["end"], actor=_actor(request))
+        return Response(LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data)
+
+    @extend_schema(request=LeaseExitInputSerializer, responses=LeaseSerializer)
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def exit(self, request: Request, pk: str | None = None) -> Response:
+        """End early through the contract's exit terms (the fee is on the contract's events)."""
+        lease = self.get_object()
+        self._as_customer(lease)
+        serializer = LeaseExitInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        lease_exit(
+            lease=lease,
+            party="lessee",
+            exit_date=serializer.validated_data["exit_date"],
+            actor=_actor(request),
+        )
+        return Response(LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data)
+
+    @extend_schema(request=None, responses=LeaseSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str | None = None) -> Response:
+        """Reject without fee after failed acceptance; the GPUs are freed now."""
+        lease = self.get_object()
+        self._as_customer(lease)
+        lease_reject(lease=lease, actor=_actor(request))
+        return Response(LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data)
+
+    @extend_schema(request=ReplaceGpuInputSerializer, responses=LeaseSerializer)
+    @action(detail=True, methods=["post"], url_path="replace-gpu")
+    def replace_gpu(self, request: Request, pk: str | None = None) -> Response:
+        """Provider swaps a failed GPU for a free one (or a successor, re-priced)."""
+        lease = self.get_object()
+        self._as_provider(lease)
+        serializer = ReplaceGpuInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        gpu = Gpu.objects.filter(pk=serializer.validated_data["gpu"]).first()
+        if gpu is None:
+            raise NotFound("No such GPU.", code="gpu_not_found")
+        lease_replace_gpu(lease=lease, failed_gpu=gpu, actor=_actor(request))
+        return Response(LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data)
+
+
+class AcceptanceRunViewSet(
+    OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[AcceptanceRun]
+):
+    """GET/POST /api/v1/leases/{id}/acceptance-runs/ — measured results, judged by the engine."""
+
+    queryset = AcceptanceRun.objects.all()
+    serializer_class = AcceptanceRunSerializer
+    tenant_fields = ("contract__lease__customer", "contract__lease__offer__provider")
+    ordering_fields = ["ran_at", "id"]
+    ordering = ["ran_at", "id"]
+
+    def _lease(self) -> Lease:
+        lease_id = str(self.kwargs["lease_pk"])
+        view = LeaseViewSet(request=self.request, format_kwarg=None, kwargs={})
+        lease = view.get_queryset().filter(pk=int(lease_id)).first() if lease_id.isdigit() else None
+        if lease is None:
+            raise NotFound("No such lease.", code="lease_not_found")
+        return lease
+
+    def get_queryset(self) -> QuerySet[AcceptanceRun]:
+        return AcceptanceRun.objects.filter(contract__lease=self._lease())
+
+    @extend_schema(
+        request=AcceptanceRunInputSerializer, responses={201: AcceptanceOutcomeSerializer}
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        lease = self._lease()
+        serializer = AcceptanceRunInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        if not data.get("run_by"):
+            data["run_by"] = _actor(request)
+        lease, run, outcome = lease_acceptance_run_record(
+            lease=lease, actor=_actor(request), **data
+        )
+        body = {
+            "run_id": run.pk,
+            "passed": run.passed,
+            "status": outcome.status,
+            "billing_start": outcome.billing_start,
+            "explanation": outcome.explanation,
+            "contract_status": lease.contract.status,
+        }
+        return Response(AcceptanceOutcomeSerializer(body).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,283 @@
+"""The shop: offers, SLA offerings, quotes, holds, leases and the GPU allocations behind them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.postgres.constraints import ExclusionConstraint
+from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
+from django.db import models
+from django.db.models import F, Q
+
+from accounts.models import Organization
+from contracts.models import Contract
+from inventory.models import Gpu, GpuModel, Node, Site
+from leasing.choices import AllocationEnd, HoldStatus, LeaseStatus, OfferStatus, PricingMode
+
+RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
+AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 2}
+CURRENCY_SHAPE = r"^[A-Z]{3}$"
+
+
+class Offer(models.Model):
+    """Card-hour capacity a provider sells: a pool of one GPU model at one site (or named nodes)."""
+
+    provider = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="offers")
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="offers")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="offers")
+    nodes = models.ManyToManyField(
+        Node,
+        blank=True,
+        related_name="offers",
+        help_text="Empty: every node of the model at the site.",
+    )
+    name = models.CharField(max_length=120)
+    price_per_gpu_hour = models.DecimalField(**RATE, help_text="On-demand rate.")
+    currency = models.CharField(max_length=3)
+    reserved_ladder = models.JSONField(
+        default=dict, blank=True, help_text='Term months → discount %, e.g. {"1": "5", "12": "25"}.'
+    )
+    interruptible_price_per_gpu_hour = models.DecimalField(
+        **RATE, null=True, blank=True, help_text="Empty: no interruptible capacity."
+    )
+    preemption_notice_minutes = models.PositiveIntegerField(default=5)
+    min_term_hours = models.PositiveIntegerField(default=1)
+    available_from = models.DateTimeField()
+    available_until = models.DateTimeField(null=True, blank=True)
+    contract_template = models.JSONField(
+        default=list, blank=True, help_text="Clauses every lease of this offer gets."
+    )
+    status = models.CharField(
+        max_length=16, choices=OfferStatus.choices, default=OfferStatus.PUBLISHED
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["status", "gpu_model"], name="offer_status_model_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(price_per_gpu_hour__gt=0), name="offer_price_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(interruptible_price_per_gpu_hour__isnull=True)
+                | Q(interruptible_price_per_gpu_hour__gt=0),
+                name="offer_interruptible_price_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(currency__regex=CURRENCY_SHAPE), name="offer_currency_iso"
+            ),
+            models.CheckConstraint(
+                condition=Q(available_until__isnull=True)
+                | Q(available_until__gt=F("available_from")),
+                name="offer_availability_order",
+            ),
+            models.CheckConstraint(
+                condition=Q(min_term_hours__gte=1), name="offer_min_term_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SlaOffering(models.Model):
+    """Inference sold by the token under latency and availability SLOs, backed by nodes."""
+
+    provider = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="sla_offerings"
+    )
+    served_model_name = models.CharField(max_length=120)
+    price_per_million_input_tokens = models.DecimalField(**RATE)
+    price_per_million_output_tokens = models.DecimalField(**RATE)
+    currency = models.CharField(max_length=3)
+    availability_slo_pct = models.DecimalField(max_digits=6, decimal_places=3)
+    ttft_p95_ms = models.PositiveIntegerField()
+    tpot_p99_ms = models.PositiveIntegerField()
+    committed_tokens_per_s = models.PositiveIntegerField()
+    nodes = models.ManyToManyField(Node, blank=True, related_name="sla_offerings")
+    contract_template = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=16, choices=OfferStatus.choices, default=OfferStatus.PUBLISHED
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name = "SLA offering"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(price_per_million_input_tokens__gte=0)
+                & Q(price_per_million_output_tokens__gte=0),
+                name="sla_offering_prices_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(availability_slo_pct__gt=0) & Q(availability_slo_pct__lte=100),
+                name="sla_offering_availability_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(currency__regex=CURRENCY_SHAPE), name="sla_offering_currency_iso"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.served_model_name} ({self.provider})"
+
+
+class Quote(models.Model):
+    """An exact price for a count of GPUs over a window; it holds nothing and expires."""
+
+    customer = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="quotes")
+    offer = models.ForeignKey(Offer, on_delete=models.CASCADE, related_name="quotes")
+    gpu_count = models.PositiveIntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    pricing_mode = models.CharField(max_length=16, choices=PricingMode.choices)
+    term_months = models.PositiveIntegerField(null=True, blank=True)
+    price_per_gpu_hour = models.DecimalField(**RATE)
+    total = models.DecimalField(**AMOUNT)
+    currency = models.CharField(max_length=3)
+    breakdown = models.JSONField(default=dict)
+    free_gpus_at_quote = models.PositiveIntegerField()
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="quote_window_order"),
+            models.CheckConstraint(condition=Q(gpu_count__gt=0), name="quote_count_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"quote {self.pk}: {self.gpu_count} x {self.offer}"
+
+
+class Hold(models.Model):
+    """Specific GPUs reserved for a short time, closing the race between check and create."""
+
+    customer = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="holds")
+    offer = models.ForeignKey(Offer, on_delete=models.CASCADE, related_name="holds")
+    quote = models.ForeignKey(Quote, null=True, blank=True, on_delete=models.SET_NULL)
+    gpu_count = models.PositiveIntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    pricing_mode = models.CharField(max_length=16, choices=PricingMode.choices)
+    term_months = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=HoldStatus.choices, default=HoldStatus.ACTIVE)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["status", "expires_at"], name="hold_status_expiry_idx")]
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="hold_window_order"),
+            models.CheckConstraint(condition=Q(gpu_count__gt=0), name="hold_count_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"hold {self.pk}"
+
+
+class Lease(models.Model):
+    """GPUs leased by a customer for a window, under a contract frozen from the offer."""
+
+    customer = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="leases")
+    offer = models.ForeignKey(Offer, on_delete=models.PROTECT, related_name="leases")
+    contract = models.OneToOneField(Contract, on_delete=models.PROTECT, related_name="lease")
+    hold = models.OneToOneField(Hold, null=True, blank=True, on_delete=models.SET_NULL)
+    gpu_count = models.PositiveIntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    pricing_mode = models.CharField(max_length=16, choices=PricingMode.choices)
+    term_months = models.PositiveIntegerField(null=True, blank=True)
+    price_per_gpu_hour = models.DecimalField(**RATE)
+    currency = models.CharField(max_length=3)
+    status = models.CharField(max_length=24, choices=LeaseStatus.choices)
+    placement = models.CharField(max_length=16, help_text="single_node or multi_node.")
+    ended_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=F("start")), name="lease_window_order"),
+            models.CheckConstraint(condition=Q(gpu_count__gt=0), name="lease_count_positive"),
+            models.CheckConstraint(
+                condition=Q(price_per_gpu_hour__gte=0), name="lease_price_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"lease {self.pk} ({self.contract.number})"
+
+
+class Allocation(models.Model):
+    """One GPU for a half-open period, for a hold or a lease; no GPU is ever booked twice.
+
+    The exclusion constraint (gpu =, period &&) over live rows is the last guard against double
+    booking, even if the reservation code were wrong. Released rows (lapsed holds, converted holds)
+    keep their history but no longer block.
+    """
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="allocations")
+    lease = models.ForeignKey(
+        Lease, null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
+    )
+    hold = models.ForeignKey(
+        Hold, null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
+    )
+    period = DateTimeRangeField()
+    preemptible = models.BooleanField(default=False)
+    released_at = models.DateTimeField(null=True, blank=True)
+    ended_reason = models.CharField(max_length=16, choices=AllocationEnd.choices, blank=True)
+    replaces = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaced_by"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["lease"]), models.Index(fields=["hold"])]
+        constraints = [
+            ExclusionConstraint(
+                name="allocation_no_double_booking",
+                expressions=[("gpu", RangeOperators.EQUAL), ("period", RangeOperators.OVERLAPS)],
+                condition=Q(released_at__isnull=True),
+            ),
+            models.CheckConstraint(
+                condition=(Q(lease__isnull=False) & Q(hold__isnull=True))
+                | (Q(lease__isnull=True) & Q(hold__isnull=False)),
+                name="allocation_for_a_lease_or_a_hold",
+            ),
+            models.CheckConstraint(
+                condition=Q(period__isempty=False), name="allocation_period_not_empty"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} {self.period}"
+
+
+class PreemptionNotice(models.Model):
+    """A record that an interruptible lease was cut short: the customer's notice (webhook-ready)."""
+
+    lease = models.ForeignKey(Lease, on_delete=models.CASCADE, related_name="preemptions")
+    preempted_by = models.ForeignKey(
+        Lease, on_delete=models.CASCADE, related_name="preempted_others"
+    )
+    gpu_count = models.PositiveIntegerField()
+    cut_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"preemption of lease {self.lease_id} at {self.cut_at}"

@@ -1,0 +1,21 @@
+"""Thin Celery tasks of the leasing app."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.utils import timezone
+
+from leasing.services.allocation import expired_holds_release
+from leasing.services.leases import leases_end_due
+
+
+@shared_task(name="leasing.expire_holds")
+def expire_holds() -> int:
+    """Lapse holds past their expiry so their GPUs are free again (reservations also do this)."""
+    return expired_holds_release(now=timezone.now())
+
+
+@shared_task(name="leasing.end_due_leases")
+def end_due_leases() -> int:
+    """Mark leases whose window is over as ended."""
+    return leases_end_due()
