@@ -1,0 +1,71 @@
+"""The clause engine: pure functions from contract terms and facts to explained decisions.
+
+Nothing here touches the database or Django, so every rule can be tested with plain values
+and re-run on history with the same answer. Money is Decimal, times are aware UTC datetimes,
+and every period is half-open [start, end).
+
+Split by clause: billing periods, throughput acceptance, generational price steps, SLA
+credits, exit terms, and commitments (minimum commitment and prepayment); the shared inputs
+and outputs live in `terms`.
+"""
+
+from contracts.engine._common import DEFAULT_MONTHLY_GPU_HOURS, HUNDRED, SECONDS_PER_HOUR
+from contracts.engine.acceptance import acceptance_run_passes, evaluate_acceptance
+from contracts.engine.commitments import (
+    contract_value,
+    minimum_commitment_true_up,
+    prepayment_amount,
+    prepayment_draw,
+)
+from contracts.engine.exit import replacement_rate, termination_quote
+from contracts.engine.periods import billing_periods, next_period_start, period_containing
+from contracts.engine.pricing import rate_for_period, rate_schedule
+from contracts.engine.sla import sla_credit
+from contracts.engine.terms import (
+    AcceptanceOutcome,
+    AcceptanceRun,
+    AppliedStep,
+    ClauseT,
+    ContractTerms,
+    Decision,
+    DecisionKind,
+    ExitRequest,
+    MarketPoint,
+    Period,
+    RateSegment,
+    SuccessorInfo,
+    TerminationQuote,
+)
+
+__all__ = [
+    "DEFAULT_MONTHLY_GPU_HOURS",
+    "HUNDRED",
+    "SECONDS_PER_HOUR",
+    "AcceptanceOutcome",
+    "AcceptanceRun",
+    "AppliedStep",
+    "ClauseT",
+    "ContractTerms",
+    "Decision",
+    "DecisionKind",
+    "ExitRequest",
+    "MarketPoint",
+    "Period",
+    "RateSegment",
+    "SuccessorInfo",
+    "TerminationQuote",
+    "acceptance_run_passes",
+    "billing_periods",
+    "contract_value",
+    "evaluate_acceptance",
+    "minimum_commitment_true_up",
+    "next_period_start",
+    "period_containing",
+    "prepayment_amount",
+    "prepayment_draw",
+    "rate_for_period",
+    "rate_schedule",
+    "replacement_rate",
+    "sla_credit",
+    "termination_quote",
+]

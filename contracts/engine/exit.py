@@ -1,0 +1,201 @@
+"""Exit terms: early-termination quotes and the rate of replacement hardware."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from contracts.engine._common import (
+    DEFAULT_MONTHLY_GPU_HOURS,
+    HUNDRED,
+    _add_months,
+    _hours,
+    _inputs,
+    _midnight,
+    _pct,
+    _rate,
+    _utc,
+)
+from contracts.engine.terms import ContractTerms, Decision, ExitRequest, TerminationQuote
+from contracts.schemas import ExitTerms
+from core.errors import SemanticError, ValidationFailed
+from core.money import Money, round_money, round_rate
+
+
+def _breaches_in_window(clause: ExitTerms, exit: ExitRequest) -> int:
+    """Distinct breached periods starting within sla_breach_window_months before the request."""
+    window_start = _add_months(exit.requested_at, -clause.sla_breach_window_months)
+    starts = set(exit.sla_breach_periods)
+    return sum(1 for start in starts if window_start <= start <= exit.requested_at)
+
+
+def _fee_free_reason(clause: ExitTerms, exit: ExitRequest) -> str | None:
+    """Why no fee is due, or None; the clause's own order of triggers decides which is named."""
+    if exit.party == "lessor":
+        return "the lessor initiated the exit"
+    for trigger in clause.fee_free_triggers:
+        if trigger == "acceptance_failure" and exit.acceptance_failure_flagged:
+            return "acceptance failed (fee-free trigger acceptance_failure)"
+        if trigger == "provider_insolvency" and exit.provider_insolvency_flagged:
+            return "the provider was flagged insolvent (fee-free trigger provider_insolvency)"
+        breaches = _breaches_in_window(clause, exit)
+        if trigger == "sla_breaches" and breaches >= clause.sla_breach_count:
+            return (
+                f"the SLA was breached in {breaches} periods within the last "
+                f"{clause.sla_breach_window_months} months (fee-free trigger sla_breaches, "
+                f"threshold {clause.sla_breach_count})"
+            )
+    return None
+
+
+def _exit_fee(
+    terms: ContractTerms,
+    clause: ExitTerms,
+    effective_end: datetime,
+    monthly_gpu_hours: Decimal,
+    rate: Decimal | None,
+) -> tuple[Decimal, str]:
+    """The unwaived fee, rounded once, and the arithmetic that produced it."""
+    if clause.fee == "none":
+        return Decimal(0), "the contract has no early-termination fee"
+    gpus = terms.committed_gpus
+    if gpus is None or rate is None:
+        raise SemanticError(
+            "An exit fee needs committed GPUs and a rate.", code="fee_basis_missing"
+        )
+    remaining_hours = _hours(effective_end, terms.term_end)
+    remaining_value = gpus * remaining_hours * rate
+    if clause.fee == "months_of_rent":
+        assert clause.fee_months is not None  # guaranteed by the schema
+        raw = clause.fee_months * gpus * monthly_gpu_hours * rate
+        words = (
+            f"{_pct(clause.fee_months)} months of rent = {_pct(clause.fee_months)} x {gpus} GPUs "
+            f"x {_pct(monthly_gpu_hours)} h x {_rate(rate)} {terms.rate_unit}"
+        )
+        if raw > remaining_value:
+            # A fee above the rent still owed would make leaving dearer than staying.
+            raw = remaining_value
+            words += f", capped at the remaining commitment ({_pct(remaining_hours)} h left)"
+    else:
+        assert clause.fee_pct is not None  # guaranteed by the schema
+        raw = clause.fee_pct / HUNDRED * remaining_value
+        words = (
+            f"{_pct(clause.fee_pct)} % of the remaining commitment = {_pct(clause.fee_pct)} % x "
+            f"{gpus} GPUs x {_pct(remaining_hours)} h x {_rate(rate)} {terms.rate_unit}"
+        )
+    return round_money(max(raw, Decimal(0)), terms.currency), words
+
+
+def termination_quote(
+    terms: ContractTerms,
+    *,
+    exit: ExitRequest,
+    today: date,
+    monthly_gpu_hours: Decimal = DEFAULT_MONTHLY_GPU_HOURS,
+    current_rate: Decimal | None = None,
+) -> TerminationQuote:
+    """Quote an early exit: when it takes effect, the fee (or why none), and the migration window.
+
+    The exit takes effect on the later of the requested exit date and the end of the party's
+    notice, never after the term. `current_rate` defaults to the base rate.
+    """
+    clause = terms.clause(ExitTerms)
+    if clause is None:
+        raise SemanticError("The contract has no exit terms.", code="no_exit_terms")
+    exit_at = _midnight(exit.exit_date)
+    if exit.exit_date < today:
+        raise SemanticError("The exit date is in the past.", code="exit_date_in_past")
+    if exit_at > terms.term_end:
+        raise SemanticError("The exit date is after the term ends.", code="exit_date_after_term")
+    notice_days = clause.notice_days_lessee if exit.party == "lessee" else clause.notice_days_lessor
+    notice_end = exit.requested_at + timedelta(days=notice_days)
+    effective_end = min(max(exit_at, notice_end), terms.term_end)
+    rate = current_rate if current_rate is not None else terms.base_rate_per_gpu_hour
+    waiver = _fee_free_reason(clause, exit)
+    if waiver is None:
+        amount, words = _exit_fee(terms, clause, effective_end, monthly_gpu_hours, rate)
+    else:
+        amount, words = Decimal(0), f"waived because {waiver}"
+    fee = Money(amount, terms.currency)
+    migration_until = None
+    if clause.data_migration_days > 0:
+        migration_until = effective_end + timedelta(days=clause.data_migration_days)
+    explanation = (
+        f"The {exit.party}'s exit requested on {exit.requested_at.date().isoformat()} takes effect "
+        f"on {effective_end.date().isoformat()} ({notice_days} days' notice); "
+        f"the fee is {fee}: {words}"
+    )
+    if migration_until is not None:
+        explanation += (
+            f"; the {clause.data_migration_party} migrates the data by "
+            f"{migration_until.date().isoformat()}"
+        )
+    decision = Decision(
+        kind="exit_fee" if waiver is None else "exit_fee_waived",
+        effective_at=effective_end,
+        amount=fee,
+        rate=rate,
+        explanation=explanation + ".",
+        inputs=_inputs(
+            party=exit.party,
+            requested_at=exit.requested_at,
+            exit_date=exit.exit_date,
+            notice_days=notice_days,
+            fee_rule=clause.fee,
+            fee_months=clause.fee_months,
+            fee_pct=clause.fee_pct,
+            committed_gpus=terms.committed_gpus,
+            monthly_gpu_hours=monthly_gpu_hours,
+            rate=rate,
+            fee_free_reason=waiver,
+        ),
+    )
+    return TerminationQuote(
+        effective_end=effective_end,
+        notice_end=notice_end,
+        fee=fee,
+        fee_free_reason=waiver,
+        data_migration_until=migration_until,
+        data_migration_party=clause.data_migration_party if migration_until else None,
+        decisions=(decision,),
+        explanation=decision.explanation,
+    )
+
+
+def replacement_rate(
+    terms: ContractTerms,
+    *,
+    old_rate: Decimal,
+    old_throughput: Decimal,
+    new_throughput: Decimal,
+    effective_at: datetime,
+) -> Decision:
+    """Rate of replacement hardware: unchanged like-for-like, or scaled by throughput on upgrade."""
+    if old_throughput <= 0 or new_throughput <= 0:
+        raise ValidationFailed("Throughputs must be positive.", code="invalid_throughput")
+    clause = terms.clause(ExitTerms)
+    policy = clause.replacement if clause is not None else "like_for_like"
+    factor = clause.upgrade_factor if clause is not None else Decimal(1)
+    if policy == "like_for_like":
+        new_rate = round_rate(old_rate)
+        words = f"like-for-like replacement keeps the rate at {_rate(new_rate)} {terms.rate_unit}"
+    else:
+        new_rate = round_rate(old_rate * new_throughput / old_throughput * factor)
+        words = (
+            f"upgrade re-prices {_rate(old_rate)} x ({_pct(new_throughput)} / "
+            f"{_pct(old_throughput)} throughput) x {_pct(factor)} = "
+            f"{_rate(new_rate)} {terms.rate_unit}"
+        )
+    return Decision(
+        kind="hardware_replacement_rate",
+        effective_at=_utc(effective_at, "effective_at"),
+        rate=new_rate,
+        explanation=f"Hardware replaced: {words}.",
+        inputs=_inputs(
+            policy=policy,
+            old_rate=old_rate,
+            old_throughput=old_throughput,
+            new_throughput=new_throughput,
+            upgrade_factor=factor,
+        ),
+    )
