@@ -8,13 +8,13 @@ import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
-from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.choices import KeyScope
 from accounts.models import ApiKey
 from accounts.services import api_key_authenticate, api_key_create, hash_api_key
+from accounts.throttling import ApiKeyRateThrottle
 
 pytestmark = pytest.mark.django_db
 
@@ -131,24 +131,16 @@ def test_last_used_time_is_recorded(customer):
     assert issued.api_key.last_used_at is not None
 
 
-def test_a_key_past_its_rate_gets_429(customer, client_for, settings):
-    rest = {**settings.REST_FRAMEWORK}
-    rest["DEFAULT_THROTTLE_RATES"] = {**rest["DEFAULT_THROTTLE_RATES"], "api_key": "3/min"}
+def test_a_key_past_its_rate_gets_429(customer, client_for, monkeypatch):
+    rates = {**ApiKeyRateThrottle.THROTTLE_RATES, "api_key": "3/min"}
+    monkeypatch.setattr(ApiKeyRateThrottle, "THROTTLE_RATES", rates)
     cache.clear()
-    with override_settings(REST_FRAMEWORK=rest):
-        from rest_framework.settings import api_settings
-        from rest_framework.throttling import SimpleRateThrottle
-
-        api_settings.reload()
-        SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
-        try:
-            client = client_for(customer)
-            codes = [client.get(ME).status_code for _ in range(4)]
-            response = client.get(ME)
-        finally:
-            api_settings.reload()
-            SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
-            cache.clear()
+    try:
+        client = client_for(customer)
+        codes = [client.get(ME).status_code for _ in range(4)]
+        response = client.get(ME)
+    finally:
+        cache.clear()
     assert codes == [200, 200, 200, 429]
     assert response.status_code == 429
     assert response.json()["code"] == "throttled"

@@ -1,0 +1,132 @@
+"""FilterSets of the inventory API: every field a user would filter by, with ranges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters as filters
+from django.db.models import Q, QuerySet
+
+from inventory.choices import (
+    FormFactor,
+    GpuHealth,
+    NodeStatus,
+    OutageCause,
+    OutageKind,
+    PriceTerm,
+    SiteTier,
+    Vendor,
+)
+from inventory.models import Gpu, GpuModel, MarketPrice, Node, Outage, Site
+from inventory.selectors import nodes_with_health
+
+
+class GpuModelFilter(filters.FilterSet):
+    """Catalog filters: vendor, form factor, generation and spec ranges."""
+
+    vendor = filters.MultipleChoiceFilter(choices=Vendor.choices)
+    form_factor = filters.MultipleChoiceFilter(choices=FormFactor.choices)
+    generation = filters.CharFilter(lookup_expr="iexact")
+
+    class Meta:
+        model = GpuModel
+        fields = {
+            "memory_gb": ["exact", "gte", "lte"],
+            "memory_bandwidth_tbps": ["gte", "lte"],
+            "dense_bf16_tflops": ["gte", "lte"],
+            "dense_fp8_tflops": ["gte", "lte"],
+            "tdp_watts": ["gte", "lte"],
+            "ga_date": ["gte", "lte"],
+        }
+
+
+class MarketPriceFilter(filters.FilterSet):
+    """Observations by model, term, currency, source and day window."""
+
+    gpu_model = filters.CharFilter(field_name="gpu_model__slug")
+    term = filters.MultipleChoiceFilter(choices=PriceTerm.choices)
+    currency = filters.CharFilter(lookup_expr="iexact")
+    source = filters.CharFilter(lookup_expr="icontains")
+    start = filters.DateFilter(field_name="observed_on", lookup_expr="gte")
+    end = filters.DateFilter(field_name="observed_on", lookup_expr="lte")
+
+    class Meta:
+        model = MarketPrice
+        fields = {"observed_on": ["exact", "gte", "lte"], "price_per_gpu_hour": ["gte", "lte"]}
+
+
+class SiteFilter(filters.FilterSet):
+    """Sites by provider, place, tier and fault domain."""
+
+    organization = filters.CharFilter(field_name="organization__slug")
+    country = filters.CharFilter(lookup_expr="iexact")
+    city = filters.CharFilter(lookup_expr="iexact")
+    region = filters.CharFilter(lookup_expr="iexact")
+    name = filters.CharFilter(lookup_expr="icontains")
+    tier = filters.MultipleChoiceFilter(choices=SiteTier.choices)
+    fault_domain = filters.CharFilter()
+
+    class Meta:
+        model = Site
+        fields: list[str] = []
+
+
+class NodeFilter(filters.FilterSet):
+    """Nodes by site, place, provider, GPU model, status, GPU health and size."""
+
+    site = filters.NumberFilter(field_name="site_id")
+    site_name = filters.CharFilter(field_name="site__name", lookup_expr="iexact")
+    provider = filters.CharFilter(field_name="site__organization__slug")
+    country = filters.CharFilter(field_name="site__country", lookup_expr="iexact")
+    city = filters.CharFilter(field_name="site__city", lookup_expr="iexact")
+    region = filters.CharFilter(field_name="site__region", lookup_expr="iexact")
+    gpu_model = filters.CharFilter(field_name="gpu_model__slug")
+    vendor = filters.ChoiceFilter(field_name="gpu_model__vendor", choices=Vendor.choices)
+    status = filters.MultipleChoiceFilter(choices=NodeStatus.choices)
+    health = filters.MultipleChoiceFilter(
+        choices=GpuHealth.choices, method="filter_health", label="Has a GPU in this health"
+    )
+    hostname = filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = Node
+        fields = {"gpu_count": ["exact", "gte", "lte"], "nvlink": ["exact"]}
+
+    def filter_health(self, queryset: QuerySet[Node], name: str, value: Any) -> QuerySet[Node]:
+        return nodes_with_health(queryset, list(value)) if value else queryset
+
+
+class GpuFilter(filters.FilterSet):
+    """GPUs by node, site, model and health."""
+
+    node = filters.NumberFilter(field_name="node_id")
+    site = filters.NumberFilter(field_name="node__site_id")
+    gpu_model = filters.CharFilter(field_name="node__gpu_model__slug")
+    health = filters.MultipleChoiceFilter(choices=GpuHealth.choices)
+
+    class Meta:
+        model = Gpu
+        fields: list[str] = []
+
+
+class OutageFilter(filters.FilterSet):
+    """Outages by node, GPU, kind, cause, and those meeting the window [start, end)."""
+
+    node = filters.NumberFilter(field_name="node_id")
+    gpu = filters.NumberFilter(field_name="gpu_id")
+    site = filters.NumberFilter(field_name="node__site_id")
+    kind = filters.ChoiceFilter(choices=OutageKind.choices)
+    cause = filters.MultipleChoiceFilter(choices=OutageCause.choices)
+    ongoing = filters.BooleanFilter(field_name="end", lookup_expr="isnull")
+    start = filters.IsoDateTimeFilter(method="filter_window_start", label="Meets the window from")
+    end = filters.IsoDateTimeFilter(method="filter_window_end", label="Meets the window until")
+
+    class Meta:
+        model = Outage
+        fields: list[str] = []
+
+    def filter_window_start(self, queryset: QuerySet[Outage], name: str, value: Any) -> Any:
+        return queryset.filter(Q(end__isnull=True) | Q(end__gt=value))
+
+    def filter_window_end(self, queryset: QuerySet[Outage], name: str, value: Any) -> Any:
+        return queryset.filter(start__lt=value)

@@ -1,0 +1,206 @@
+"""The business rules of inventory input, as pure functions (no ORM).
+
+Services, the bulk import, the admin and the management command all ask these functions, so a
+rule has one wording and one code wherever the bad input comes in. Each rule is also held by a
+database constraint where the database can express it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from core.errors import ValidationFailed
+from inventory.iso_codes import is_country_code, is_currency_code
+
+# A node is one server (or one NVLink rack domain at most); more than this is a typo.
+MAX_GPUS_PER_NODE = 72
+# PUE is a ratio of about 1.1-2.0; anything above this is a unit mistake (130 for 1.30).
+MAX_PUE = Decimal("5")
+_HOSTNAME_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One broken rule: which field, a stable code and a sentence."""
+
+    field: str
+    code: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The JSON shape used in error details and import reports."""
+        return {"field": self.field, "code": self.code, "message": self.message}
+
+
+def raise_if_any(errors: Iterable[FieldError]) -> None:
+    """Raise a 400 carrying the first error's code and every error in the detail."""
+    found = list(errors)
+    if not found:
+        return
+    first = found[0]
+    raise ValidationFailed(
+        first.message,
+        code=first.code,
+        detail={"field": first.field, "errors": [error.as_dict() for error in found]},
+    )
+
+
+def currency_errors(field: str, value: str) -> list[FieldError]:
+    """An ISO-4217 code in upper case, or an error."""
+    if is_currency_code(value):
+        return []
+    return [FieldError(field, "invalid_currency", f"{value!r} is not an ISO-4217 currency code.")]
+
+
+def hostname_errors(hostname: str) -> list[FieldError]:
+    """A lower-case RFC 1123 host name (labels of letters, digits and inner hyphens)."""
+    labels = hostname.split(".")
+    if 0 < len(hostname) <= 253 and all(_HOSTNAME_LABEL.match(label) for label in labels):
+        return []
+    return [
+        FieldError(
+            "hostname",
+            "invalid_hostname",
+            f"{hostname!r} is not a host name (lower-case letters, digits, '-' and '.').",
+        )
+    ]
+
+
+def site_errors(
+    *,
+    country: str,
+    pue: Decimal,
+    power_price_per_kwh: Decimal,
+    power_currency: str,
+    opex_per_node_month: Decimal,
+    opex_currency: str,
+) -> list[FieldError]:
+    """Rules of a site's location and running costs."""
+    errors: list[FieldError] = []
+    if not is_country_code(country):
+        errors.append(
+            FieldError(
+                "country", "invalid_country", f"{country!r} is not an ISO-3166 alpha-2 code."
+            )
+        )
+    if pue < 1:
+        errors.append(
+            FieldError("pue", "pue_below_one", "PUE cannot be below 1 (IT load is part of it).")
+        )
+    elif pue > MAX_PUE:
+        errors.append(FieldError("pue", "pue_too_high", f"PUE above {MAX_PUE} is not plausible."))
+    if power_price_per_kwh < 0:
+        errors.append(
+            FieldError(
+                "power_price_per_kwh", "negative_price", "The power price cannot be negative."
+            )
+        )
+    errors += currency_errors("power_currency", power_currency)
+    if opex_per_node_month < 0:
+        errors.append(
+            FieldError("opex_per_node_month", "negative_opex", "Monthly opex cannot be negative.")
+        )
+    errors += currency_errors("opex_currency", opex_currency)
+    return errors
+
+
+def node_errors(
+    *,
+    gpu_count: int,
+    cpu_cores: int,
+    ram_gb: int,
+    nvme_tb: Decimal,
+    infiniband_gbit_s: int,
+    ethernet_gbit_s: int,
+    capex: Decimal,
+    capex_currency: str,
+    service_life_months: int,
+    salvage_value: Decimal,
+    power_full_kw: Decimal,
+    power_idle_kw: Decimal,
+) -> list[FieldError]:
+    """Rules of a node's hardware and its economics as an asset."""
+    errors: list[FieldError] = []
+    if gpu_count <= 0:
+        errors.append(
+            FieldError("gpu_count", "gpu_count_not_positive", "A node has at least one GPU.")
+        )
+    elif gpu_count > MAX_GPUS_PER_NODE:
+        errors.append(
+            FieldError(
+                "gpu_count",
+                "gpu_count_too_large",
+                f"A node has at most {MAX_GPUS_PER_NODE} GPUs.",
+            )
+        )
+    for field, value in (("cpu_cores", cpu_cores), ("ram_gb", ram_gb)):
+        if value <= 0:
+            errors.append(FieldError(field, "not_positive", f"{field} must be greater than 0."))
+    for field, amount in (
+        ("nvme_tb", nvme_tb),
+        ("infiniband_gbit_s", infiniband_gbit_s),
+        ("ethernet_gbit_s", ethernet_gbit_s),
+    ):
+        if amount < 0:
+            errors.append(FieldError(field, "negative", f"{field} cannot be negative."))
+    if capex < 0:
+        errors.append(FieldError("capex", "negative_capex", "Capex cannot be negative."))
+    errors += currency_errors("capex_currency", capex_currency)
+    if service_life_months <= 0:
+        errors.append(
+            FieldError(
+                "service_life_months",
+                "service_life_not_positive",
+                "The service life must be at least one month.",
+            )
+        )
+    if salvage_value < 0:
+        errors.append(
+            FieldError("salvage_value", "negative_salvage", "Salvage value cannot be negative.")
+        )
+    elif salvage_value > capex >= 0:
+        errors.append(
+            FieldError(
+                "salvage_value",
+                "salvage_above_capex",
+                f"Salvage value {salvage_value} is above the capex {capex}.",
+            )
+        )
+    if power_full_kw <= 0:
+        errors.append(
+            FieldError("power_full_kw", "power_not_positive", "Full-load power must be above 0 kW.")
+        )
+    if power_idle_kw < 0:
+        errors.append(
+            FieldError("power_idle_kw", "negative_power", "Idle power cannot be negative.")
+        )
+    elif power_idle_kw > power_full_kw > 0:
+        errors.append(
+            FieldError(
+                "power_idle_kw",
+                "idle_power_above_full",
+                "Idle power cannot be above full-load power.",
+            )
+        )
+    return errors
+
+
+def outage_errors(*, start: datetime, end: datetime | None) -> list[FieldError]:
+    """An outage is the half-open period [start, end); an open end means still ongoing."""
+    errors: list[FieldError] = []
+    for field, moment in (("start", start), ("end", end)):
+        if moment is not None and moment.tzinfo is None:
+            errors.append(
+                FieldError(field, "naive_datetime", f"{field} needs a time zone (use UTC).")
+            )
+    if errors:
+        return errors
+    if end is not None and end <= start:
+        errors.append(
+            FieldError("end", "outage_ends_before_start", "An outage must end after it starts.")
+        )
+    return errors

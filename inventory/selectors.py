@@ -1,0 +1,137 @@
+"""Reads of the inventory app: the fair market rate, price series, and scoped querysets."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, datetime
+from decimal import Decimal
+from statistics import median
+from typing import NamedTuple
+
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
+
+from accounts.selectors import Caller
+from core.money import round_rate
+from inventory.choices import NodeStatus, PriceTerm
+from inventory.models import Gpu, GpuModel, MarketPrice, Node, Outage, Site
+
+
+class MarketRate(NamedTuple):
+    """The median price per GPU-hour of one day's observations."""
+
+    day: date
+    rate: Decimal
+
+
+def _median(prices: list[Decimal]) -> Decimal:
+    # statistics.median of Decimals stays Decimal; an even count averages the middle two.
+    return round_rate(Decimal(median(prices)))
+
+
+def fair_market_rate(
+    *,
+    gpu_model_slug: str,
+    day: date,
+    term: str = PriceTerm.ON_DEMAND,
+    currency: str = "USD",
+) -> Decimal | None:
+    """Median of the observations of the latest day on or before `day`, or None if none.
+
+    Only observations in `currency` count: there is no silent currency conversion.
+    """
+    series = MarketPrice.objects.filter(
+        gpu_model__slug=gpu_model_slug, term=term, currency=currency
+    )
+    latest = series.filter(observed_on__lte=day).aggregate(latest=Max("observed_on"))["latest"]
+    if latest is None:
+        return None
+    prices = list(series.filter(observed_on=latest).values_list("price_per_gpu_hour", flat=True))
+    return _median(prices)
+
+
+def market_series(
+    *, gpu_model_slug: str, term: str, currency: str, start: date, end: date
+) -> list[MarketRate]:
+    """(day, median rate) for each day in [start, end] that has observations, oldest first."""
+    by_day: dict[date, list[Decimal]] = defaultdict(list)
+    rows = MarketPrice.objects.filter(
+        gpu_model__slug=gpu_model_slug,
+        term=term,
+        currency=currency,
+        observed_on__gte=start,
+        observed_on__lte=end,
+    ).values_list("observed_on", "price_per_gpu_hour")
+    for day, price in rows:
+        by_day[day].append(price)
+    return [MarketRate(day, _median(by_day[day])) for day in sorted(by_day)]
+
+
+def gpu_models() -> QuerySet[GpuModel]:
+    """The catalog with each model's successor."""
+    return GpuModel.objects.select_related("successor")
+
+
+def market_prices() -> QuerySet[MarketPrice]:
+    """All observations with their model."""
+    return MarketPrice.objects.select_related("gpu_model")
+
+
+def visible_condition(*, caller: Caller, owner_field: str, public: Q | None) -> Q | None:
+    """Which rows a caller may read: their own, plus the public ones if they act as a customer.
+
+    Operators read everything (None means no filter). A pure provider sees only its own rows;
+    another provider's rows answer 404.
+    """
+    if caller.is_operator:
+        return None
+    own = Q(**{owner_field: caller.organization_id})
+    if public is not None and caller.organization is not None and caller.organization.is_customer:
+        return own | public
+    return own
+
+
+# Customers browse the marketplace's serving capacity; retired assets are history.
+PUBLIC_NODES = ~Q(status=NodeStatus.RETIRED)
+
+
+def sites() -> QuerySet[Site]:
+    """Sites with their provider."""
+    return Site.objects.select_related("organization")
+
+
+def nodes() -> QuerySet[Node]:
+    """Nodes with what their list shows: site, provider and model."""
+    return Node.objects.select_related("site__organization", "gpu_model")
+
+
+def gpus() -> QuerySet[Gpu]:
+    """GPUs with their node and site."""
+    return Gpu.objects.select_related("node__site", "node__gpu_model")
+
+
+def outages() -> QuerySet[Outage]:
+    """Outages with their node and GPU."""
+    return Outage.objects.select_related("node__site", "gpu")
+
+
+def nodes_with_health(queryset: QuerySet[Node], health: list[str]) -> QuerySet[Node]:
+    """Nodes that have at least one GPU in one of the given health states."""
+    return queryset.filter(Exists(Gpu.objects.filter(node=OuterRef("pk"), health__in=health)))
+
+
+def outage_overlapping(
+    *, node: Node, gpu_id: int | None, start: datetime, end: datetime | None, exclude: int | None
+) -> Outage | None:
+    """An outage of the same GPU (or of the whole node) whose period meets [start, end).
+
+    A node-wide outage covers every GPU, so it clashes with any outage of the node; a GPU's
+    outage clashes with that GPU's outages and with node-wide ones.
+    """
+    candidates = Outage.objects.filter(node=node).filter(Q(end__isnull=True) | Q(end__gt=start))
+    if end is not None:
+        candidates = candidates.filter(start__lt=end)
+    if gpu_id is not None:
+        candidates = candidates.filter(Q(gpu_id=gpu_id) | Q(gpu__isnull=True))
+    if exclude is not None:
+        candidates = candidates.exclude(pk=exclude)
+    return candidates.order_by("start").first()

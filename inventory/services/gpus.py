@@ -1,0 +1,42 @@
+"""GPUs: identifiers and health. GPU rows are created and removed only with their node."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import Conflict
+from inventory.models import Gpu
+from inventory.schemas import GpuInput, parse
+from inventory.services.nodes import lock_node
+
+_GPU_FIELDS = list(GpuInput.model_fields)
+
+
+@transaction.atomic
+def gpu_update(*, gpu: Gpu, changes: Mapping[str, Any]) -> Gpu:
+    """Change a GPU's UUID, serial or health; a health change is time-stamped and audited."""
+    lock_node(gpu.node_id)
+    gpu = Gpu.objects.select_related("node").get(pk=gpu.pk)
+    current = {name: getattr(gpu, name) for name in _GPU_FIELDS}
+    fields = parse(GpuInput, {**current, **changes})
+    if fields.uuid and Gpu.objects.filter(uuid=fields.uuid).exclude(pk=gpu.pk).exists():
+        raise Conflict(
+            f"GPU UUID {fields.uuid!r} belongs to another GPU.",
+            code="gpu_uuid_taken",
+            detail={"field": "uuid"},
+        )
+    changed = [name for name in _GPU_FIELDS if getattr(fields, name) != current[name]]
+    if not changed:
+        return gpu
+    for name in changed:
+        setattr(gpu, name, getattr(fields, name))
+    if "health" in changed:
+        gpu.health_changed_at = timezone.now()
+        changed.append("health_changed_at")
+        gpu._change_reason = f"health {current['health']} → {gpu.health}"  # type: ignore[attr-defined]
+    gpu.save(update_fields=changed)
+    return gpu

@@ -1,0 +1,155 @@
+"""The market price index: batches of observed prices per GPU-hour."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Organization
+from core.errors import ValidationFailed
+from inventory.models import MarketPrice
+from inventory.rules import FieldError, currency_errors
+from inventory.schemas import MarketPriceObservation
+from inventory.services.nodes import gpu_models_by_slug, unknown_gpu_model
+
+REEVALUATE_TASK = "contracts.reevaluate_price_steps"
+
+_Key = tuple[int, object, str, str, str]
+
+
+@dataclass(frozen=True)
+class MarketPricesRecorded:
+    """What a batch did: rows created, rows corrected, and all of them in batch order."""
+
+    created: int
+    updated: int
+    prices: list[MarketPrice]
+
+
+def row_errors_response(errors: list[tuple[int, FieldError]], *, code: str, what: str) -> None:
+    """Raise one 400 listing every bad row: row number (1-based), field, code and message."""
+    if not errors:
+        return
+    raise ValidationFailed(
+        f"{len({row for row, _ in errors})} {what} rejected; nothing was written.",
+        code=code,
+        detail={"errors": [{"row": row, **error.as_dict()} for row, error in errors]},
+    )
+
+
+def _observation_errors(
+    observation: MarketPriceObservation, *, known: bool, today: date
+) -> list[FieldError]:
+    errors = [] if known else [unknown_gpu_model(observation.gpu_model)]
+    if observation.price_per_gpu_hour <= 0:
+        errors.append(
+            FieldError("price_per_gpu_hour", "price_not_positive", "A price must be above 0.")
+        )
+    errors += currency_errors("currency", observation.currency)
+    if observation.sample_size is not None and observation.sample_size <= 0:
+        errors.append(
+            FieldError("sample_size", "not_positive", "sample_size must be greater than 0.")
+        )
+    if observation.observed_on > today:
+        errors.append(
+            FieldError("observed_on", "observed_in_future", "A price cannot be observed later.")
+        )
+    return errors
+
+
+@transaction.atomic
+def market_prices_record(
+    *,
+    observations: Sequence[MarketPriceObservation],
+    recorded_by: Organization | None,
+) -> MarketPricesRecorded:
+    """Record a batch of observations all or nothing; a repeated observation corrects the first.
+
+    After commit, contracts re-evaluate their price steps for the models whose prices moved.
+    """
+    models = gpu_models_by_slug(observation.gpu_model for observation in observations)
+    today = timezone.now().date()
+    errors: list[tuple[int, FieldError]] = []
+    first_row: dict[_Key, int] = {}
+    for row, observation in enumerate(observations, start=1):
+        model = models.get(observation.gpu_model)
+        errors += [
+            (row, error)
+            for error in _observation_errors(observation, known=model is not None, today=today)
+        ]
+        if model is None:
+            continue
+        key = (
+            model.pk,
+            observation.observed_on,
+            observation.term,
+            observation.currency,
+            observation.source,
+        )
+        if key in first_row:
+            errors.append(
+                (
+                    row,
+                    FieldError(
+                        "source",
+                        "duplicate_observation",
+                        f"Same model, day, term, currency and source as row {first_row[key]}.",
+                    ),
+                )
+            )
+        first_row.setdefault(key, row)
+    row_errors_response(errors, code="market_prices_rejected", what="observation(s)")
+
+    existing = {
+        (price.gpu_model_id, price.observed_on, price.term, price.currency, price.source): price
+        for price in MarketPrice.objects.select_for_update().filter(
+            gpu_model__in=models.values(),
+            observed_on__in={observation.observed_on for observation in observations},
+            recorded_by=recorded_by,
+        )
+    }
+    to_create: list[MarketPrice] = []
+    to_update: list[MarketPrice] = []
+    prices: list[MarketPrice] = []
+    for observation in observations:
+        model = models[observation.gpu_model]
+        key = (
+            model.pk,
+            observation.observed_on,
+            observation.term,
+            observation.currency,
+            observation.source,
+        )
+        price = existing.get(key)
+        if price is None:
+            price = MarketPrice(
+                gpu_model=model,
+                observed_on=observation.observed_on,
+                term=observation.term,
+                currency=observation.currency,
+                source=observation.source,
+                recorded_by=recorded_by,
+            )
+            to_create.append(price)
+        else:
+            to_update.append(price)
+        price.price_per_gpu_hour = observation.price_per_gpu_hour
+        price.sample_size = observation.sample_size
+        price.updated_at = timezone.now()
+        prices.append(price)
+    MarketPrice.objects.bulk_create(to_create)
+    MarketPrice.objects.bulk_update(to_update, ["price_per_gpu_hour", "sample_size", "updated_at"])
+
+    slugs = sorted(models)
+    latest = max(observation.observed_on for observation in observations).isoformat()
+    transaction.on_commit(
+        lambda: current_app.send_task(
+            REEVALUATE_TASK, kwargs={"gpu_model_slugs": slugs, "observed_on": latest}
+        )
+    )
+    return MarketPricesRecorded(created=len(to_create), updated=len(to_update), prices=prices)
