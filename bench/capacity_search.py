@@ -1,0 +1,702 @@
+"""Benchmark of capacity search at marketplace scale (a script, not a test).
+
+    .venv/bin/python bench/capacity_search.py [--reload] [--runs N]
+
+Builds — once, in a separate database `cardhour_bench` on the DATABASE_URL server (or the
+embedded one) — 10,000 nodes, 80,000 GPUs, 300,000 allocations, 3,000 outages and 300 offers,
+then times five query mixes through `leasing.selectors.capacity_search_page` and the bare SQL of
+the same statement, and prints p50 / p95 per mix and their ratio. Target: p95 <= 100 ms.
+`main()` returns the figures (bench/run_all.py collects them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+BENCH_DATABASE = "cardhour_bench"
+NODES = 10_000
+GPUS_PER_NODE = 8
+ALLOCATIONS = 300_000
+SITES = 125
+PROVIDERS = 25
+NODE_OUTAGES = 1_000
+GPU_OUTAGES = 2_000
+TARGET_P95_MS = 100.0
+SEED = 20260301
+
+
+# ------------------------------------------------------------------ database set-up
+
+
+def _server_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if url:
+        return url
+    sys.path.insert(0, str(BASE_DIR))
+    from config.embedded_db import database_url
+
+    return database_url()
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _ensure_database(url: str) -> str:
+    """Create cardhour_bench on the same server if missing; return its URL."""
+    import psycopg
+
+    admin_url = _with_database(url, "postgres").replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        exists = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]
+        ).fetchone()
+        if not exists:
+            connection.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
+    return _with_database(url, BENCH_DATABASE)
+
+
+def _setup_django() -> None:
+    bench_url = _ensure_database(_server_url())
+    os.environ["DATABASE_URL"] = bench_url
+    os.environ.pop("DATABASE_NAME", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ENV", "development")
+    if str(BASE_DIR) not in sys.path:
+        sys.path.insert(0, str(BASE_DIR))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+# ------------------------------------------------------------------ data
+
+
+COUNTRIES = [
+    ("AU", "Melbourne", "AU-VIC"),
+    ("AU", "Sydney", "AU-NSW"),
+    ("MY", "Kuala Lumpur", "MY-14"),
+    ("SG", "Singapore", "SG-01"),
+    ("US", "Ashburn", "US-VA"),
+    ("US", "Dallas", "US-TX"),
+    ("DE", "Frankfurt", "DE-HE"),
+    ("JP", "Tokyo", "JP-13"),
+    ("GB", "London", "GB-LND"),
+    ("IN", "Mumbai", "IN-MH"),
+]
+
+
+def _loaded() -> bool:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM inventory_node), (SELECT count(*) FROM inventory_gpu),"
+            " (SELECT count(*) FROM leasing_allocation), (SELECT count(*) FROM leasing_offer)"
+        )
+        nodes, gpus, allocations, offers = cursor.fetchone()
+    return (nodes, gpus, allocations) == (NODES, NODES * GPUS_PER_NODE, ALLOCATIONS) and offers > 0
+
+
+def _copy(cursor: Any, table: str, columns: list[str], rows: Iterator[tuple[Any, ...]]) -> int:
+    """COPY rows into a table; returns how many were written."""
+    written = 0
+    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+            written += 1
+    return written
+
+
+def _range(start: datetime, end: datetime) -> str:
+    return f"[{start.isoformat()},{end.isoformat()})"
+
+
+def load(now: datetime) -> dict[str, float]:
+    """Replace the bench data with a fresh, deterministic marketplace; returns load seconds."""
+    from django.db import connection, transaction
+
+    from inventory.models import GpuModel
+
+    rng = random.Random(SEED)
+    began = time.perf_counter()
+    models = list(GpuModel.objects.order_by("id").values_list("id", "slug"))
+    with transaction.atomic(), connection.cursor() as django_cursor:
+        cursor = django_cursor.cursor  # the psycopg cursor: COPY
+        cursor.execute(
+            "TRUNCATE leasing_allocation, leasing_hold, leasing_quote, leasing_offer_nodes,"
+            " leasing_offer, inventory_outage, inventory_gpu, inventory_node, inventory_site,"
+            " accounts_organization RESTART IDENTITY CASCADE"
+        )
+        organizations = [
+            (i, f"Provider {i}", f"provider-{i}", True, False, False, "AU", "[]", now)
+            for i in range(1, PROVIDERS + 1)
+        ] + [
+            (PROVIDERS + 1, "Bench customer", "bench-customer", False, True, False, "AU", "[]", now)
+        ]
+        _copy(
+            cursor,
+            "accounts_organization",
+            [
+                "id",
+                "name",
+                "slug",
+                "is_provider",
+                "is_customer",
+                "is_operator",
+                "country",
+                "billing_emails",
+                "created_at",
+            ],
+            iter(organizations),
+        )
+        customer_id = PROVIDERS + 1
+
+        site_rows = []
+        for site_id in range(1, SITES + 1):
+            country, city, region = COUNTRIES[site_id % len(COUNTRIES)]
+            provider_id = (site_id - 1) % PROVIDERS + 1
+            site_rows.append(
+                (
+                    site_id,
+                    provider_id,
+                    f"{city} DC{site_id}",
+                    country,
+                    city,
+                    region,
+                    "1.3",
+                    "0.2",
+                    "USD",
+                    "1500",
+                    "USD",
+                    "",
+                    "tier_3",
+                    now,
+                    now,
+                )
+            )
+        _copy(
+            cursor,
+            "inventory_site",
+            [
+                "id",
+                "organization_id",
+                "name",
+                "country",
+                "city",
+                "region",
+                "pue",
+                "power_price_per_kwh",
+                "power_currency",
+                "opex_per_node_month",
+                "opex_currency",
+                "fault_domain",
+                "tier",
+                "created_at",
+                "updated_at",
+            ],
+            iter(site_rows),
+        )
+
+        # Each site carries two GPU models, 80 nodes in all.
+        site_models = {site_id: rng.sample(models, 2) for site_id in range(1, SITES + 1)}
+        node_rows, node_site_model = [], {}
+        per_site = NODES // SITES
+        for node_id in range(1, NODES + 1):
+            site_id = (node_id - 1) // per_site + 1
+            model_id, _slug = site_models[site_id][node_id % 2]
+            status = "maintenance" if rng.random() < 0.02 else "active"
+            nvlink = rng.random() < 0.8
+            infiniband = 3200 if rng.random() < 0.6 else 0
+            node_site_model[node_id] = (site_id, model_id)
+            node_rows.append(
+                (
+                    node_id,
+                    site_id,
+                    f"node-{node_id:05d}",
+                    "",
+                    model_id,
+                    GPUS_PER_NODE,
+                    96,
+                    1024,
+                    "15",
+                    nvlink,
+                    infiniband,
+                    100,
+                    status,
+                    "300000",
+                    "USD",
+                    "2025-01-01",
+                    60,
+                    "0",
+                    "10",
+                    "2",
+                    now,
+                    now,
+                )
+            )
+        _copy(
+            cursor,
+            "inventory_node",
+            [
+                "id",
+                "site_id",
+                "hostname",
+                "serial",
+                "gpu_model_id",
+                "gpu_count",
+                "cpu_cores",
+                "ram_gb",
+                "nvme_tb",
+                "nvlink",
+                "infiniband_gbit_s",
+                "ethernet_gbit_s",
+                "status",
+                "capex",
+                "capex_currency",
+                "acquired_on",
+                "service_life_months",
+                "salvage_value",
+                "power_full_kw",
+                "power_idle_kw",
+                "created_at",
+                "updated_at",
+            ],
+            iter(node_rows),
+        )
+
+        def gpu_rows() -> Iterator[tuple[Any, ...]]:
+            for node_id in range(1, NODES + 1):
+                for index in range(GPUS_PER_NODE):
+                    gpu_id = (node_id - 1) * GPUS_PER_NODE + index + 1
+                    health = "failed" if rng.random() < 0.005 else "ok"
+                    yield (gpu_id, node_id, index, "", "", health)
+
+        _copy(
+            cursor,
+            "inventory_gpu",
+            ["id", "node_id", "index", "uuid", "serial", "health"],
+            gpu_rows(),
+        )
+
+        # Offers: one per site pool (site x model) and 50 over a few named nodes of a pool.
+        offer_rows, named_rows, offer_id = [], [], 0
+        pools = sorted({value for value in node_site_model.values()})
+        for site_id, model_id in pools:
+            offer_id += 1
+            offer_rows.append(_offer_row(rng, offer_id, site_id, model_id, now))
+        pool_nodes: dict[tuple[int, int], list[int]] = {}
+        for node_id, key in node_site_model.items():
+            pool_nodes.setdefault(key, []).append(node_id)
+        for site_id, model_id in rng.sample(pools, 50):
+            offer_id += 1
+            offer_rows.append(_offer_row(rng, offer_id, site_id, model_id, now))
+            for node_id in rng.sample(pool_nodes[(site_id, model_id)], 8):
+                named_rows.append((offer_id, node_id))
+        _copy(
+            cursor,
+            "leasing_offer",
+            [
+                "id",
+                "provider_id",
+                "site_id",
+                "gpu_model_id",
+                "name",
+                "price_per_gpu_hour",
+                "currency",
+                "reserved_ladder",
+                "interruptible_price_per_gpu_hour",
+                "preemption_notice_minutes",
+                "min_term_hours",
+                "available_from",
+                "available_until",
+                "contract_template",
+                "status",
+                "created_at",
+                "updated_at",
+            ],
+            iter(offer_rows),
+        )
+        _copy(cursor, "leasing_offer_nodes", ["offer_id", "node_id"], iter(named_rows))
+        offer_of_pool = {(row[2], row[3]): row[0] for row in offer_rows[: len(pools)]}
+
+        # Allocations: 3 or 4 bookings per GPU (6 h to 60 days, short gaps) from about a month
+        # ago to two or three months ahead, so that most future windows meet many of them;
+        # one hold per (node, booking slot) owns them.
+        holds: dict[tuple[int, int], int] = {}
+        hold_rows: list[tuple[Any, ...]] = []
+
+        def allocation_rows() -> Iterator[tuple[Any, ...]]:
+            allocation_id = 0
+            total_gpus = NODES * GPUS_PER_NODE
+            four = ALLOCATIONS - 3 * total_gpus  # GPUs with four bookings
+            for gpu_id in range(1, total_gpus + 1):
+                node_id = (gpu_id - 1) // GPUS_PER_NODE + 1
+                bookings = 4 if gpu_id <= four else 3
+                cursor_time = now - timedelta(days=30) + timedelta(hours=rng.randint(0, 240))
+                for slot in range(bookings):
+                    length = timedelta(hours=rng.choice([6, 24, 72, 168, 336, 720, 1440]))
+                    start, end = cursor_time, cursor_time + length
+                    cursor_time = end + timedelta(hours=rng.randint(0, 72))
+                    key = (node_id, slot)
+                    if key not in holds:
+                        hold_id = len(holds) + 1
+                        holds[key] = hold_id
+                        hold_rows.append(
+                            (
+                                hold_id,
+                                customer_id,
+                                offer_of_pool[node_site_model[node_id]],
+                                GPUS_PER_NODE,
+                                start,
+                                end,
+                                "on_demand",
+                                "active",
+                                end,
+                                now,
+                            )
+                        )
+                    allocation_id += 1
+                    roll = rng.random()
+                    yield (
+                        allocation_id,
+                        gpu_id,
+                        holds[key],
+                        _range(start, end),
+                        roll < 0.15,
+                        now if 0.15 <= roll < 0.20 else None,
+                        "",
+                        now,
+                    )
+
+        # Holds must exist before their allocations: build allocations in memory first.
+        allocations = list(allocation_rows())
+        _copy(
+            cursor,
+            "leasing_hold",
+            [
+                "id",
+                "customer_id",
+                "offer_id",
+                "gpu_count",
+                "start",
+                '"end"',
+                "pricing_mode",
+                "status",
+                "expires_at",
+                "created_at",
+            ],
+            iter(hold_rows),
+        )
+        _copy(
+            cursor,
+            "leasing_allocation",
+            [
+                "id",
+                "gpu_id",
+                "hold_id",
+                "period",
+                "preemptible",
+                "released_at",
+                "ended_reason",
+                "created_at",
+            ],
+            iter(allocations),
+        )
+
+        # Outages on distinct nodes (inventory never lets node-wide and GPU outages overlap).
+        outage_nodes = rng.sample(range(1, NODES + 1), NODE_OUTAGES + GPU_OUTAGES)
+
+        def outage_rows() -> Iterator[tuple[Any, ...]]:
+            for number, node_id in enumerate(outage_nodes, start=1):
+                start = now + timedelta(hours=rng.randint(-24 * 120, 24 * 30))
+                end = start + timedelta(hours=rng.randint(1, 96))
+                gpu_id = (
+                    None
+                    if number <= NODE_OUTAGES
+                    else (node_id - 1) * GPUS_PER_NODE + rng.randint(0, GPUS_PER_NODE - 1) + 1
+                )
+                kind = "planned" if start > now else "unplanned"
+                yield (number, node_id, gpu_id, start, end, kind, "hardware", "", now, now)
+
+        _copy(
+            cursor,
+            "inventory_outage",
+            [
+                "id",
+                "node_id",
+                "gpu_id",
+                "start",
+                '"end"',
+                "kind",
+                "cause",
+                "note",
+                "created_at",
+                "updated_at",
+            ],
+            outage_rows(),
+        )
+        for table in (
+            "accounts_organization",
+            "inventory_site",
+            "inventory_node",
+            "inventory_gpu",
+            "leasing_offer",
+            "leasing_hold",
+            "leasing_allocation",
+            "inventory_outage",
+        ):
+            cursor.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
+                f" (SELECT max(id) FROM {table}))"
+            )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return {"load_seconds": round(time.perf_counter() - began, 1)}
+
+
+def _offer_row(
+    rng: random.Random, offer_id: int, site_id: int, model_id: int, now: datetime
+) -> tuple[Any, ...]:
+    provider_id = (site_id - 1) % PROVIDERS + 1
+    price = round(rng.uniform(0.4, 6.0), 2)
+    interruptible = f"{price * 0.5:.2f}" if rng.random() < 0.7 else None
+    status = "paused" if rng.random() < 0.05 else "published"
+    ladder = '{"1": "5", "3": "10", "6": "15", "12": "25", "24": "30", "36": "35"}'
+    return (
+        offer_id,
+        provider_id,
+        site_id,
+        model_id,
+        f"offer {offer_id}",
+        f"{price:.2f}",
+        "USD",
+        ladder,
+        interruptible,
+        5,
+        1,
+        now - timedelta(days=365),
+        None,
+        "[]",
+        status,
+        now,
+        now,
+    )
+
+
+# ------------------------------------------------------------------ query mixes
+
+
+def _mixes(now: datetime) -> dict[str, Callable[[random.Random], dict[str, Any]]]:
+    """Each mix returns capacity_filters_from_query parameters for one request."""
+    slugs = ["h100-sxm", "h200-sxm", "b200", "mi300x", "a100-80gb-sxm", "rtx-4090"]
+    countries = sorted({country for country, _, _ in COUNTRIES})
+    base = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+
+    def start(rng: random.Random) -> datetime:
+        return base + timedelta(hours=rng.randint(0, 24 * 30))
+
+    def at(rng: random.Random, hours: int) -> dict[str, str]:
+        begin = start(rng)
+        return {"start": begin.isoformat(), "end": (begin + timedelta(hours=hours)).isoformat()}
+
+    return {
+        "broad_24h_by_price": lambda rng: at(rng, 24),
+        "model_country_8_gpus_7d": lambda rng: {
+            **at(rng, 24 * 7),
+            "gpu_model": rng.choice(slugs),
+            "country": rng.choice(countries),
+            "min_gpus": "8",
+        },
+        "interruptible_2_models_by_free": lambda rng: {
+            **at(rng, 48),
+            "pricing_mode": "interruptible",
+            "gpu_model": ",".join(rng.sample(slugs, 2)),
+            "ordering": "-free_gpus",
+        },
+        "reserved_12m_80gb_by_tflops": lambda rng: {
+            "start": start(rng).isoformat(),
+            "pricing_mode": "reserved",
+            "term_months": "12",
+            "memory_gb__gte": "80",
+            "ordering": "price_per_tflops",
+        },
+        "cluster_64_ib_30d_by_reliability": lambda rng: {
+            **at(rng, 24 * 30),
+            "min_gpus": "64",
+            "interconnect": "infiniband",
+            "ordering": "-reliability",
+            "price__lte": "5.00",
+        },
+    }
+
+
+def _percentile(samples: list[float], pct: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def _time_mix(
+    build: Callable[[random.Random], dict[str, Any]], *, runs: int, now: datetime
+) -> dict[str, Any]:
+    from django.db import connection
+
+    from leasing.api.filters import capacity_filters_from_query
+    from leasing.selectors import capacity_search_page, capacity_sql
+
+    rng = random.Random(SEED)
+    full_ms, bare_ms, results = [], [], []
+    for run in range(runs + 3):  # three warm-up runs
+        filters = capacity_filters_from_query(build(rng), now=now)
+        began = time.perf_counter()
+        page = capacity_search_page(filters=filters)
+        full = (time.perf_counter() - began) * 1000
+        sql, params = capacity_sql(filters)
+        with connection.cursor() as cursor:
+            began = time.perf_counter()
+            cursor.execute(sql, params)
+            cursor.fetchall()
+            bare = (time.perf_counter() - began) * 1000
+        if run >= 3:
+            full_ms.append(full)
+            bare_ms.append(bare)
+            results.append(page.total)
+    p50_full, p95_full = statistics.median(full_ms), _percentile(full_ms, 95)
+    p50_bare, p95_bare = statistics.median(bare_ms), _percentile(bare_ms, 95)
+    return {
+        "runs": runs,
+        "p50_ms": round(p50_full, 1),
+        "p95_ms": round(p95_full, 1),
+        "bare_sql_p50_ms": round(p50_bare, 1),
+        "bare_sql_p95_ms": round(p95_bare, 1),
+        "ratio_p50": round(p50_full / p50_bare, 2) if p50_bare else None,
+        "ratio_p95": round(p95_full / p95_bare, 2) if p95_bare else None,
+        "median_matches": statistics.median(results),
+        "meets_target": p95_full <= TARGET_P95_MS,
+    }
+
+
+def _machine() -> dict[str, Any]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        server_version = cursor.fetchone()[0]
+        cursor.execute("SHOW shared_buffers")
+        shared_buffers = cursor.fetchone()[0]
+    memory_gb = None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            memory_gb = round(int(meminfo.readline().split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_gb": memory_gb,
+        "postgresql": server_version,
+        "shared_buffers": shared_buffers,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Load (if needed), run every mix, print and return the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reload", action="store_true", help="rebuild the bench data")
+    parser.add_argument("--runs", type=int, default=30, help="timed runs per mix")
+    options = parser.parse_args(argv if argv is not None else [])
+    _setup_django()
+    from django.db import connection
+
+    now = datetime.now(UTC)
+    figures: dict[str, Any] = {"machine": _machine(), "database": connection.settings_dict["NAME"]}
+    if options.reload or not _loaded():
+        print(
+            f"loading {NODES:,} nodes, {NODES * GPUS_PER_NODE:,} GPUs, "
+            f"{ALLOCATIONS:,} allocations …",
+            flush=True,
+        )
+        figures.update(load(now))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM inventory_node), (SELECT count(*) FROM inventory_gpu),"
+            " (SELECT count(*) FROM leasing_allocation), (SELECT count(*) FROM leasing_offer),"
+            " (SELECT count(*) FROM inventory_outage)"
+        )
+        nodes, gpus, allocations, offers, outages = cursor.fetchone()
+    figures["data"] = {
+        "nodes": nodes,
+        "gpus": gpus,
+        "allocations": allocations,
+        "offers": offers,
+        "outages": outages,
+    }
+    figures["mixes"] = {
+        name: _time_mix(build, runs=options.runs, now=now) for name, build in _mixes(now).items()
+    }
+    figures["target_p95_ms"] = TARGET_P95_MS
+    figures["all_meet_target"] = all(mix["meets_target"] for mix in figures["mixes"].values())
+    _print(figures)
+    return figures
+
+
+def _print(figures: dict[str, Any]) -> None:
+    machine = figures["machine"]
+    print(
+        f"machine: {machine['cpu']} x{machine['cpu_count']}, {machine['memory_gb']} GB RAM, "
+        f"{machine['platform']}, Python {machine['python']}, PostgreSQL "
+        f"{machine['postgresql']} (shared_buffers {machine['shared_buffers']})"
+    )
+    data = figures["data"]
+    print(
+        f"data ({figures['database']}): {data['nodes']:,} nodes, {data['gpus']:,} GPUs, "
+        f"{data['allocations']:,} allocations, {data['offers']:,} offers, "
+        f"{data['outages']:,} outages"
+        + (f"; loaded in {figures['load_seconds']} s" if "load_seconds" in figures else "")
+    )
+    header = f"{'mix':36} {'p50 ms':>8} {'p95 ms':>8} {'SQL p50':>8} {'SQL p95':>8} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    for name, mix in figures["mixes"].items():
+        print(
+            f"{name:36} {mix['p50_ms']:8.1f} {mix['p95_ms']:8.1f} {mix['bare_sql_p50_ms']:8.1f}"
+            f" {mix['bare_sql_p95_ms']:8.1f} {mix['ratio_p50']:6.2f}"
+            f"  {'ok' if mix['meets_target'] else 'OVER TARGET'}"
+        )
+    verdict = "meet" if figures["all_meet_target"] else "do NOT all meet"
+    print(
+        f"p95 target {figures['target_p95_ms']:.0f} ms: the mixes {verdict} it "
+        "(ratio = capacity_search p50 / bare SQL p50)."
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,673 @@
+"""Reads of the leasing app: offers and SLA offerings by visibility, quotes, and capacity search.
+
+Capacity search is one SQL statement (see `_CAPACITY_SQL`): offers are filtered and priced for
+the asked term, their pool of nodes is expanded, free GPUs are counted for the whole window, and
+reliability is measured from the pool's outages of the last 90 days — all in the database, so a
+page of results costs one round trip whatever the size of the marketplace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from django.db import connection
+from django.db.models import Prefetch, Q, QuerySet
+from django.utils import timezone
+
+from accounts.selectors import Caller
+from core.errors import ValidationFailed
+from inventory.choices import GpuHealth, NodeStatus
+from inventory.models import Node
+from leasing.choices import OfferStatus, PricingMode
+from leasing.errors import InvalidWindow
+from leasing.models import Offer, Quote, SlaOffering
+from leasing.pricing import OfferPrices, add_months, ladder_from_json, price_window
+
+# A window may start a little in the past: clocks differ and requests take time (as for leases).
+START_SKEW = timedelta(minutes=5)
+# Longest window anyone can search or quote: ten years (the longest reserved term is 36 months).
+MAX_WINDOW = timedelta(days=3660)
+MAX_TERM_MONTHS = 120
+RELIABILITY_DAYS = 90
+
+ORDERINGS = ("price", "price_per_tflops", "bandwidth_per_dollar", "reliability", "free_gpus")
+INTERCONNECTS = ("nvlink", "infiniband")
+
+
+# ------------------------------------------------------------------ offers, SLA offerings, quotes
+
+
+def _visible(caller: Caller, *, owner_field: str) -> Q | None:
+    """Published rows for everyone, plus the caller's own (paused too); operators see all."""
+    if caller.is_operator:
+        return None
+    return Q(status=OfferStatus.PUBLISHED) | Q(**{owner_field: caller.organization_id})
+
+
+def offers_visible(*, caller: Caller) -> QuerySet[Offer]:
+    """Offers the caller may read, with everything their list shows fetched per page."""
+    queryset = Offer.objects.select_related("provider", "site", "gpu_model").prefetch_related(
+        Prefetch("nodes", queryset=Node.objects.only("id").order_by("id"))
+    )
+    condition = _visible(caller, owner_field="provider_id")
+    return queryset if condition is None else queryset.filter(condition)
+
+
+def offers_writable(*, caller: Caller) -> QuerySet[Offer]:
+    """Offers the caller may change: its own (operators: all); others answer 404."""
+    queryset = offers_visible(caller=caller)
+    return queryset if caller.is_operator else queryset.filter(provider_id=caller.organization_id)
+
+
+def sla_offerings_visible(*, caller: Caller) -> QuerySet[SlaOffering]:
+    """SLA offerings the caller may read."""
+    queryset = SlaOffering.objects.select_related("provider").prefetch_related(
+        Prefetch("nodes", queryset=Node.objects.only("id").order_by("id"))
+    )
+    condition = _visible(caller, owner_field="provider_id")
+    return queryset if condition is None else queryset.filter(condition)
+
+
+def sla_offerings_writable(*, caller: Caller) -> QuerySet[SlaOffering]:
+    """SLA offerings the caller may change."""
+    queryset = sla_offerings_visible(caller=caller)
+    return queryset if caller.is_operator else queryset.filter(provider_id=caller.organization_id)
+
+
+def quotes_of(*, caller: Caller) -> QuerySet[Quote]:
+    """The caller's quotes (operators: all), with their offer's provider, site and model."""
+    queryset = Quote.objects.select_related(
+        "customer", "offer__provider", "offer__site", "offer__gpu_model"
+    )
+    return queryset if caller.is_operator else queryset.filter(customer_id=caller.organization_id)
+
+
+# ------------------------------------------------------------------ the search window
+
+
+@dataclass(frozen=True)
+class Window:
+    """A validated half-open search or quote window [start, end)."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def duration(self) -> timedelta:
+        """Length of the window."""
+        return self.end - self.start
+
+
+def window_resolve(
+    *,
+    start: datetime | None,
+    end: datetime | None = None,
+    hours: Decimal | int | None = None,
+    term_months: int | None = None,
+    pricing_mode: str = PricingMode.ON_DEMAND,
+    now: datetime | None = None,
+) -> Window:
+    """The window from start + end, start + hours, or (reserved) start + term_months.
+
+    Raises InvalidWindow (400) with a stable code: window_required, ambiguous_window,
+    naive_datetime, invalid_window (end not after start), window_in_past, window_too_long.
+    """
+    now = now or timezone.now()
+    if start is None:
+        raise InvalidWindow(
+            "Give the window: start and end, or start and hours.",
+            code="window_required",
+            detail={"field": "start"},
+        )
+    if end is not None and hours is not None:
+        raise InvalidWindow(
+            "Give end or hours, not both.", code="ambiguous_window", detail={"field": "hours"}
+        )
+    for name, moment in (("start", start), ("end", end)):
+        if moment is not None and timezone.is_naive(moment):
+            raise InvalidWindow(
+                f"{name} needs a time zone (e.g. 2026-03-01T00:00:00Z).",
+                code="naive_datetime",
+                detail={"field": name},
+            )
+    if hours is not None:
+        if hours <= 0:
+            raise InvalidWindow(
+                "hours must be positive.", code="invalid_hours", detail={"field": "hours"}
+            )
+        if hours > MAX_WINDOW.total_seconds() / 3600:
+            raise InvalidWindow(
+                "The window is longer than ten years.",
+                code="window_too_long",
+                detail={"field": "hours"},
+            )
+        end = start + timedelta(hours=float(hours))
+    if end is None and pricing_mode == PricingMode.RESERVED and term_months:
+        end = add_months(start, term_months)
+    if end is None:
+        raise InvalidWindow(
+            "Give end or hours (or term_months for reserved pricing).",
+            code="window_required",
+            detail={"field": "end"},
+        )
+    if end <= start:
+        raise InvalidWindow(
+            "The window must end after it starts.",
+            detail={"field": "end", "start": start.isoformat(), "end": end.isoformat()},
+        )
+    if start < now - START_SKEW:
+        raise InvalidWindow(
+            "The window starts in the past.",
+            code="window_in_past",
+            detail={"field": "start", "now": now.isoformat()},
+        )
+    if end - start > MAX_WINDOW:
+        raise InvalidWindow(
+            "The window is longer than ten years.",
+            code="window_too_long",
+            detail={"field": "end"},
+        )
+    return Window(start=start, end=end)
+
+
+# ------------------------------------------------------------------ capacity search
+
+
+@dataclass(frozen=True)
+class CapacityFilters:
+    """Everything a capacity search can ask for; the window is already validated."""
+
+    window: Window
+    pricing_mode: str = PricingMode.ON_DEMAND
+    term_months: int | None = None
+    gpu_models: Sequence[str] = ()
+    vendors: Sequence[str] = ()
+    generation: str | None = None
+    memory_gb_gte: int | None = None
+    min_gpus: int = 1
+    country: str | None = None
+    city: str | None = None
+    region: str | None = None
+    providers: Sequence[str] = ()
+    interconnect: str | None = None
+    price_gte: Decimal | None = None
+    price_lte: Decimal | None = None
+    currency: str | None = None
+    offer_ids: Sequence[int] = ()
+    ordering: str = "price"
+    limit: int = 50
+    offset: int = 0
+    now: datetime | None = None
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    """One offer's pool as a search shows it: free GPUs for the whole window and its price."""
+
+    offer_id: int
+    offer_name: str
+    provider_slug: str
+    provider_name: str
+    site_id: int
+    site_name: str
+    country: str
+    city: str
+    region: str
+    gpu_model_slug: str
+    gpu_model_name: str
+    vendor: str
+    generation: str
+    memory_gb: int
+    memory_bandwidth_tbps: Decimal
+    dense_bf16_tflops: Decimal
+    pool_nodes: int
+    pool_gpus: int
+    nodes_with_free_gpus: int
+    free_gpus: int
+    max_free_gpus_on_one_node: int
+    pricing_mode: str
+    term_months: int | None
+    price_per_gpu_hour: Decimal
+    currency: str
+    priced_gpu_count: int
+    window_gpu_hours: Decimal
+    total_for_window: Decimal
+    price_explanation: str
+    price_per_tflops_hour: Decimal
+    memory_bandwidth_tbps_per_price_unit: Decimal
+    reliability_pct: Decimal
+    min_term_hours: int
+    preemption_notice_minutes: int | None
+
+
+@dataclass(frozen=True)
+class CapacityPage:
+    """One page of results and how many matched in all."""
+
+    results: list[CapacityResult]
+    total: int
+    filters: CapacityFilters = field(repr=False)
+
+
+# The rate of an offer for the asked mode and term, in SQL so that it can filter and order.
+# It mirrors leasing.pricing.rate_for (the highest ladder rung <= term, half-up to 6 places);
+# the rate shown is recomputed by pricing.price_window, and a test pins that the two agree.
+# CASE guards the casts: PostgreSQL does not promise to evaluate AND from left to right.
+_RATE_SQL = """
+CASE %(mode)s::text
+  WHEN 'on_demand' THEN o.price_per_gpu_hour
+  WHEN 'interruptible' THEN o.interruptible_price_per_gpu_hour
+  WHEN 'reserved' THEN round(o.price_per_gpu_hour * (100 - (
+      SELECT CASE WHEN r.value ~ '^[0-9]+(\\.[0-9]+)?$' THEN r.value::numeric END
+      FROM jsonb_each_text(o.reserved_ladder) r
+      WHERE (CASE WHEN r.key ~ '^[0-9]{1,4}$' THEN r.key::int END) <= %(term_months)s::int
+      ORDER BY (CASE WHEN r.key ~ '^[0-9]{1,4}$' THEN r.key::int END) DESC
+      LIMIT 1)) / 100, 6)
+END"""
+
+# A GPU of node `n` is free for the window when it is healthy, its node is active, no live
+# allocation overlaps (preemptible ones are not in the way of an on-demand or reserved request:
+# they can be cut short), and no outage of the node or of that GPU meets the window.
+FREE_GPU_CONDITION = """
+g.health = %(healthy)s
+AND n.status = %(active)s
+AND NOT EXISTS (
+  SELECT 1 FROM leasing_allocation a
+  WHERE a.gpu_id = g.id AND a.released_at IS NULL
+    AND a.period && tstzrange(%(start)s, %(end)s, '[)')
+    AND NOT (a.preemptible AND %(may_preempt)s)
+)
+AND NOT EXISTS (
+  SELECT 1 FROM inventory_outage ou
+  WHERE ou.node_id = g.node_id AND (ou.gpu_id IS NULL OR ou.gpu_id = g.id)
+    AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s)
+)"""
+
+# The nodes of each candidate offer: the named ones, or every node of its model at its site.
+_POOL_SQL = """
+SELECT co.id AS offer_id, n.id AS node_id, n.gpu_count
+FROM candidate_offers co
+JOIN inventory_node n ON n.site_id = co.site_id AND n.gpu_model_id = co.gpu_model_id
+WHERE n.status <> %(retired)s {node_filters}
+  AND (NOT co.named_nodes OR EXISTS (
+    SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = co.id AND x.node_id = n.id))"""
+
+_FREE_PER_NODE_SQL = f"""
+SELECT p.offer_id, p.node_id, count(*) AS free
+FROM pool p
+JOIN inventory_node n ON n.id = p.node_id
+JOIN inventory_gpu g ON g.node_id = n.id
+WHERE {FREE_GPU_CONDITION}
+GROUP BY p.offer_id, p.node_id"""
+
+# The same rule as FREE_GPU_CONDITION, set-based for a search over many pools: every blocked
+# GPU of the window is found once (one scan of the live-period GiST index and of the outages)
+# and anti-joined by hash, instead of probing the allocation index once per GPU of the market.
+_BLOCKED_SQL = """
+SELECT a.gpu_id FROM leasing_allocation a
+WHERE a.released_at IS NULL
+  AND a.period && tstzrange(%(start)s, %(end)s, '[)')
+  AND NOT (a.preemptible AND %(may_preempt)s)
+UNION ALL
+SELECT ou.gpu_id FROM inventory_outage ou
+WHERE ou.gpu_id IS NOT NULL
+  AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s)"""
+
+_SEARCH_FREE_PER_NODE_SQL = """
+SELECT p.offer_id, p.node_id, count(*) AS free
+FROM pool p
+JOIN inventory_node n ON n.id = p.node_id
+JOIN inventory_gpu g ON g.node_id = p.node_id
+WHERE g.health = %(healthy)s
+  AND n.status = %(active)s
+  AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.gpu_id = g.id)
+  AND NOT EXISTS (
+    SELECT 1 FROM inventory_outage ou
+    WHERE ou.node_id = p.node_id AND ou.gpu_id IS NULL
+      AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s))
+GROUP BY p.offer_id, p.node_id"""
+
+# Measured availability of a pool over the last 90 days: GPU-seconds lost to outages (a node-wide
+# outage costs every GPU of the node) over GPU-seconds in the period. Outages of one node never
+# overlap each other (inventory's constraints and services), so the seconds simply add up.
+_RELIABILITY_SQL = """
+SELECT p.offer_id,
+       count(*) AS pool_nodes,
+       sum(p.gpu_count) AS pool_gpus,
+       round(100 * (1 - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
+             / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3) AS reliability_pct
+FROM pool p
+LEFT JOIN downtime d ON d.node_id = p.node_id
+GROUP BY p.offer_id"""
+
+# Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU.
+_DOWNTIME_SQL = """
+SELECT ou.node_id,
+       coalesce(sum(extract(epoch FROM least(coalesce(ou."end", %(now)s), %(now)s)
+                                   - greatest(ou.start, %(since)s)))
+                FILTER (WHERE ou.gpu_id IS NULL), 0) AS node_seconds,
+       coalesce(sum(extract(epoch FROM least(coalesce(ou."end", %(now)s), %(now)s)
+                                   - greatest(ou.start, %(since)s)))
+                FILTER (WHERE ou.gpu_id IS NOT NULL), 0) AS gpu_seconds
+FROM inventory_outage ou
+WHERE ou.start < %(now)s AND (ou."end" IS NULL OR ou."end" > %(since)s)
+GROUP BY ou.node_id"""
+
+_ORDER_SQL = {
+    "price": "co.rate",
+    "price_per_tflops": "co.rate / co.dense_bf16_tflops",
+    "bandwidth_per_dollar": "co.memory_bandwidth_tbps / co.rate",
+    "reliability": "r.reliability_pct",
+    "free_gpus": "coalesce(f.free_gpus, 0)",
+}
+
+_CAPACITY_SQL = """
+WITH candidate_offers AS (
+  SELECT o.id, o.name, o.site_id, o.gpu_model_id, o.currency, o.price_per_gpu_hour,
+         o.interruptible_price_per_gpu_hour, o.reserved_ladder, o.min_term_hours,
+         o.preemption_notice_minutes,
+         ({rate}) AS rate,
+         pr.slug AS provider_slug, pr.name AS provider_name,
+         s.name AS site_name, s.country, s.city, s.region,
+         m.slug AS model_slug, m.name AS model_name, m.vendor, m.generation, m.memory_gb,
+         m.memory_bandwidth_tbps, m.dense_bf16_tflops,
+         EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes
+  FROM leasing_offer o
+  JOIN inventory_gpumodel m ON m.id = o.gpu_model_id
+  JOIN inventory_site s ON s.id = o.site_id
+  JOIN accounts_organization pr ON pr.id = o.provider_id
+  WHERE o.status = %(published)s
+    AND o.available_from <= %(start)s
+    AND (o.available_until IS NULL OR o.available_until >= %(end)s)
+    AND o.min_term_hours * interval '1 hour' <= %(duration)s
+    {offer_filters}
+),
+priced AS (
+  SELECT * FROM candidate_offers co WHERE co.rate IS NOT NULL {price_filters}
+),
+pool AS ({pool}),{blocked}
+free_per_node AS ({free_per_node}),
+free AS (
+  SELECT offer_id, sum(free)::int AS free_gpus, max(free)::int AS max_free_on_one_node,
+         count(*)::int AS nodes_with_free_gpus
+  FROM free_per_node GROUP BY offer_id
+),
+downtime AS ({downtime}),
+reliability AS ({reliability})
+SELECT co.id, co.name, co.provider_slug, co.provider_name, co.site_id, co.site_name,
+       co.country, co.city, co.region, co.model_slug, co.model_name, co.vendor, co.generation,
+       co.memory_gb, co.memory_bandwidth_tbps, co.dense_bf16_tflops,
+       r.pool_nodes, r.pool_gpus, coalesce(f.nodes_with_free_gpus, 0),
+       coalesce(f.free_gpus, 0), coalesce(f.max_free_on_one_node, 0),
+       co.rate, co.currency, co.price_per_gpu_hour, co.interruptible_price_per_gpu_hour,
+       co.reserved_ladder, r.reliability_pct, co.min_term_hours, co.preemption_notice_minutes,
+       count(*) OVER () AS total
+FROM priced co
+JOIN reliability r ON r.offer_id = co.id
+LEFT JOIN free f ON f.offer_id = co.id
+WHERE coalesce(f.free_gpus, 0) >= %(min_gpus)s
+ORDER BY {order} {direction}, co.rate ASC, co.id ASC
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+
+def _base_params(*, window: Window, pricing_mode: str) -> dict[str, Any]:
+    return {
+        "start": window.start,
+        "end": window.end,
+        "healthy": GpuHealth.OK,
+        "active": NodeStatus.ACTIVE,
+        "retired": NodeStatus.RETIRED,
+        # Interruptible requests must not count preemptible GPUs as free: they cannot preempt.
+        "may_preempt": pricing_mode != PricingMode.INTERRUPTIBLE,
+    }
+
+
+def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
+    """The SQL text and parameters of a capacity search (the benchmark times it bare)."""
+    now = filters.now or timezone.now()
+    params = _base_params(window=filters.window, pricing_mode=filters.pricing_mode)
+    params.update(
+        mode=filters.pricing_mode,
+        term_months=filters.term_months,
+        published=OfferStatus.PUBLISHED,
+        duration=filters.window.duration,
+        min_gpus=filters.min_gpus,
+        limit=filters.limit,
+        offset=filters.offset,
+        now=now,
+        since=now - timedelta(days=RELIABILITY_DAYS),
+        reliability_seconds=RELIABILITY_DAYS * 86400,
+    )
+    offer_filters: list[str] = []
+    if filters.offer_ids:
+        offer_filters.append("o.id = ANY(%(offer_ids)s)")
+        params["offer_ids"] = list(filters.offer_ids)
+    if filters.gpu_models:
+        offer_filters.append("m.slug = ANY(%(gpu_models)s)")
+        params["gpu_models"] = list(filters.gpu_models)
+    if filters.vendors:
+        offer_filters.append("m.vendor = ANY(%(vendors)s)")
+        params["vendors"] = list(filters.vendors)
+    if filters.generation:
+        offer_filters.append("lower(m.generation) = lower(%(generation)s)")
+        params["generation"] = filters.generation
+    if filters.memory_gb_gte is not None:
+        offer_filters.append("m.memory_gb >= %(memory_gb_gte)s")
+        params["memory_gb_gte"] = filters.memory_gb_gte
+    if filters.country:
+        offer_filters.append("s.country = upper(%(country)s)")
+        params["country"] = filters.country
+    if filters.city:
+        offer_filters.append("lower(s.city) = lower(%(city)s)")
+        params["city"] = filters.city
+    if filters.region:
+        offer_filters.append("lower(s.region) = lower(%(region)s)")
+        params["region"] = filters.region
+    if filters.providers:
+        offer_filters.append("pr.slug = ANY(%(providers)s)")
+        params["providers"] = list(filters.providers)
+    if filters.currency:
+        offer_filters.append("o.currency = %(currency)s")
+        params["currency"] = filters.currency
+    price_filters: list[str] = []
+    if filters.price_gte is not None:
+        price_filters.append("co.rate >= %(price_gte)s")
+        params["price_gte"] = filters.price_gte
+    if filters.price_lte is not None:
+        price_filters.append("co.rate <= %(price_lte)s")
+        params["price_lte"] = filters.price_lte
+    node_filters = {
+        None: "",
+        "nvlink": "AND n.nvlink",
+        "infiniband": "AND n.infiniband_gbit_s > 0",
+    }[filters.interconnect]
+    ordering = filters.ordering
+    descending = ordering.startswith("-")
+    # Two plans for one rule. A search narrowed to a few pools probes the allocation index once
+    # per GPU of those pools; a broad one finds every blocked GPU of the window once and
+    # anti-joins by hash. PostgreSQL cannot pick between them itself: it underestimates the
+    # pool CTE by orders of magnitude and would probe 80,000 GPUs one by one.
+    set_based = not (
+        filters.offer_ids
+        or len(filters.gpu_models) == 1
+        or filters.providers
+        or filters.country
+        or filters.city
+        or filters.region
+    )
+    sql = _CAPACITY_SQL.format(
+        rate=_RATE_SQL,
+        offer_filters="".join(f"\n    AND {condition}" for condition in offer_filters),
+        price_filters="".join(f" AND {condition}" for condition in price_filters),
+        pool=_POOL_SQL.format(node_filters=node_filters),
+        blocked=f"\nblocked AS MATERIALIZED ({_BLOCKED_SQL})," if set_based else "",
+        free_per_node=_SEARCH_FREE_PER_NODE_SQL if set_based else _FREE_PER_NODE_SQL,
+        downtime=_DOWNTIME_SQL,
+        reliability=_RELIABILITY_SQL,
+        order=_ORDER_SQL[ordering.lstrip("-")],
+        direction="DESC NULLS LAST" if descending else "ASC NULLS LAST",
+    )
+    return sql, params
+
+
+def _per_tflops(rate: Decimal, tflops: Decimal) -> Decimal:
+    return (rate / tflops).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
+
+
+def _result(row: Sequence[Any], filters: CapacityFilters) -> CapacityResult:
+    (
+        offer_id, name, provider_slug, provider_name, site_id, site_name, country, city, region,
+        model_slug, model_name, vendor, generation, memory_gb, bandwidth_tbps, tflops,
+        pool_nodes, pool_gpus, nodes_with_free, free_gpus, max_free_on_node,
+        _sql_rate, currency, on_demand, interruptible, ladder, reliability, min_term_hours,
+        notice_minutes, _total,
+    ) = row  # fmt: skip
+    prices = OfferPrices(
+        on_demand=on_demand,
+        currency=currency,
+        # Django makes psycopg return jsonb as text (JSONField decodes it); so do we.
+        reserved_ladder=ladder_from_json(json.loads(ladder) if isinstance(ladder, str) else ladder),
+        interruptible=interruptible,
+    )
+    priced_count = max(filters.min_gpus, 1)
+    breakdown = price_window(
+        prices,
+        mode=filters.pricing_mode,
+        term_months=filters.term_months,
+        gpu_count=priced_count,
+        start=filters.window.start,
+        end=filters.window.end,
+    )
+    rate = breakdown.price_per_gpu_hour
+    return CapacityResult(
+        offer_id=offer_id,
+        offer_name=name,
+        provider_slug=provider_slug,
+        provider_name=provider_name,
+        site_id=site_id,
+        site_name=site_name,
+        country=country,
+        city=city,
+        region=region,
+        gpu_model_slug=model_slug,
+        gpu_model_name=model_name,
+        vendor=vendor,
+        generation=generation,
+        memory_gb=memory_gb,
+        memory_bandwidth_tbps=bandwidth_tbps,
+        dense_bf16_tflops=tflops,
+        pool_nodes=pool_nodes,
+        pool_gpus=pool_gpus,
+        nodes_with_free_gpus=nodes_with_free,
+        free_gpus=free_gpus,
+        max_free_gpus_on_one_node=max_free_on_node,
+        pricing_mode=filters.pricing_mode,
+        term_months=filters.term_months,
+        price_per_gpu_hour=rate,
+        currency=currency,
+        priced_gpu_count=priced_count,
+        window_gpu_hours=breakdown.gpu_hours,
+        total_for_window=breakdown.total,
+        price_explanation=breakdown.explanation,
+        price_per_tflops_hour=_per_tflops(rate, tflops),
+        memory_bandwidth_tbps_per_price_unit=_per_tflops(bandwidth_tbps, rate),
+        reliability_pct=reliability,
+        min_term_hours=min_term_hours,
+        preemption_notice_minutes=(
+            notice_minutes if filters.pricing_mode == PricingMode.INTERRUPTIBLE else None
+        ),
+    )
+
+
+def capacity_search_page(*, filters: CapacityFilters) -> CapacityPage:
+    """One page of offers with free capacity for the whole window, and the total match count."""
+    if filters.ordering.lstrip("-") not in ORDERINGS:
+        raise ValidationFailed(
+            f"Order by one of {', '.join(ORDERINGS)} (prefix - for descending).",
+            code="invalid_ordering",
+            detail={"field": "ordering"},
+        )
+    if filters.interconnect not in (None, *INTERCONNECTS):
+        raise ValidationFailed(
+            "interconnect is nvlink or infiniband.",
+            code="invalid_interconnect",
+            detail={"field": "interconnect"},
+        )
+    sql, params = capacity_sql(filters)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not rows and filters.offset:
+        # Past the last page the window function sees no row; count from the first page.
+        params.update(limit=1, offset=0)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            first = cursor.fetchall()
+        total = first[0][-1] if first else 0
+    else:
+        total = rows[0][-1] if rows else 0
+    return CapacityPage(
+        results=[_result(row, filters) for row in rows], total=total, filters=filters
+    )
+
+
+def capacity_search(*, filters: CapacityFilters) -> list[CapacityResult]:
+    """Offers with at least `min_gpus` GPUs free for the whole window, priced for the term."""
+    return capacity_search_page(filters=filters).results
+
+
+@dataclass(frozen=True)
+class OfferCapacity:
+    """Free GPUs of one offer's pool for a window, node by node."""
+
+    offer_id: int
+    free_by_node: dict[int, int]
+
+    @property
+    def free_gpus(self) -> int:
+        """Free GPUs across the pool."""
+        return sum(self.free_by_node.values())
+
+    @property
+    def max_free_on_one_node(self) -> int:
+        """The most free GPUs on a single node (0 when none)."""
+        return max(self.free_by_node.values(), default=0)
+
+
+_FREE_COUNTS_SQL = f"""
+WITH candidate_offers AS (
+  SELECT o.id, o.site_id, o.gpu_model_id,
+         EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes
+  FROM leasing_offer o WHERE o.id = ANY(%(offer_ids)s)
+),
+pool AS ({_POOL_SQL.format(node_filters="")}),
+free_per_node AS ({_FREE_PER_NODE_SQL})
+SELECT offer_id, node_id, free FROM free_per_node
+"""
+
+
+def free_gpu_counts(
+    *, offer_ids: Sequence[int], start: datetime, end: datetime, pricing_mode: str
+) -> dict[int, OfferCapacity]:
+    """Free GPUs per node of each offer's pool for the whole [start, end), in one query.
+
+    The same rule as capacity search: healthy GPUs of active nodes, no overlapping live
+    allocation (preemptible ones do not count for on-demand and reserved requests) and no
+    outage meeting the window. Offers with nothing free map to an empty OfferCapacity.
+    """
+    capacities = {offer_id: OfferCapacity(offer_id, {}) for offer_id in offer_ids}
+    if not capacities:
+        return capacities
+    params = _base_params(window=Window(start, end), pricing_mode=pricing_mode)
+    params["offer_ids"] = list(capacities)
+    with connection.cursor() as cursor:
+        cursor.execute(_FREE_COUNTS_SQL, params)
+        for offer_id, node_id, free in cursor.fetchall():
+            capacities[offer_id].free_by_node[node_id] = free
+    return capacities

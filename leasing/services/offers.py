@@ -1,0 +1,363 @@
+"""Offers and SLA offerings: what providers sell. One transaction per use case.
+
+Changing or pausing an offer never touches existing leases: a lease copies its price and terms
+(and its contract freezes the clauses) when it is created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Organization
+from contracts.schemas import validate_clause_set
+from core.errors import ApplicationError, Conflict, NotFound
+from inventory.iso_codes import is_currency_code
+from inventory.models import GpuModel, Node, Site
+from inventory.rules import FieldError, raise_if_any
+from leasing.choices import OfferStatus
+from leasing.models import Offer, SlaOffering
+from leasing.pricing import ladder_from_json
+
+OFFER_FIELDS = (
+    "name",
+    "price_per_gpu_hour",
+    "currency",
+    "reserved_ladder",
+    "interruptible_price_per_gpu_hour",
+    "preemption_notice_minutes",
+    "min_term_hours",
+    "available_from",
+    "available_until",
+    "contract_template",
+    "status",
+)
+
+SLA_OFFERING_FIELDS = (
+    "served_model_name",
+    "price_per_million_input_tokens",
+    "price_per_million_output_tokens",
+    "currency",
+    "availability_slo_pct",
+    "ttft_p95_ms",
+    "tpot_p99_ms",
+    "committed_tokens_per_s",
+    "contract_template",
+    "status",
+)
+
+
+# ------------------------------------------------------------------ rules shared by both
+
+
+def _template_errors(template: Any) -> list[FieldError]:
+    """A contract template is a clause set the contracts app accepts."""
+    if not isinstance(template, list) or not all(isinstance(item, dict) for item in template):
+        return [FieldError("contract_template", "invalid_clause", "A list of clause objects.")]
+    try:
+        validate_clause_set(template)
+    except ApplicationError as error:
+        problems = (error.detail or {}).get("field_errors") or {"": error.message}
+        return [
+            FieldError(f"contract_template.{where}".rstrip("."), error.code, str(message))
+            for where, message in problems.items()
+        ]
+    return []
+
+
+def _currency_errors(currency: str) -> list[FieldError]:
+    if is_currency_code(currency):
+        return []
+    return [FieldError("currency", "invalid_currency", f"{currency!r} is not an ISO-4217 code.")]
+
+
+def _positive(field: str, value: Decimal | None, *, allow_zero: bool = False) -> list[FieldError]:
+    if value is None or value > 0 or (allow_zero and value == 0):
+        return []
+    word = "negative" if allow_zero else "zero or negative"
+    return [FieldError(field, "price_not_positive", f"{field} cannot be {word}.")]
+
+
+def _own_nodes(provider: Organization, node_ids: Iterable[int]) -> list[Node]:
+    """The provider's nodes with these ids; any other id (or another's node) answers 404."""
+    wanted = sorted(set(node_ids))
+    found = list(Node.objects.filter(pk__in=wanted, site__organization=provider).order_by("pk"))
+    missing = sorted(set(wanted) - {node.pk for node in found})
+    if missing:
+        raise NotFound(
+            f"No node(s) {missing} of yours.",
+            code="node_not_found",
+            detail={"field": "nodes", "missing": missing},
+        )
+    return found
+
+
+# ------------------------------------------------------------------ offers
+
+
+def _own_site(provider: Organization, site_id: int) -> Site:
+    site = Site.objects.filter(pk=site_id, organization=provider).first()
+    if site is None:
+        raise NotFound(
+            f"No site {site_id!r} of yours.", code="site_not_found", detail={"field": "site"}
+        )
+    return site
+
+
+def _gpu_model(slug: str) -> GpuModel:
+    model = GpuModel.objects.filter(slug=slug).first()
+    if model is None:
+        raise_if_any(
+            [FieldError("gpu_model", "unknown_gpu_model", f"{slug!r} is not in the GPU catalog.")]
+        )
+    assert model is not None
+    return model
+
+
+def _offer_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
+    """Rules of an offer's own terms (prices, ladder, availability, clauses)."""
+    errors = _positive("price_per_gpu_hour", values["price_per_gpu_hour"])
+    errors += _positive(
+        "interruptible_price_per_gpu_hour", values["interruptible_price_per_gpu_hour"]
+    )
+    errors += _currency_errors(values["currency"])
+    try:
+        ladder_from_json(values["reserved_ladder"])
+    except ApplicationError as error:
+        errors.append(FieldError("reserved_ladder", error.code, error.message))
+    until, since = values["available_until"], values["available_from"]
+    if until is not None and until <= since:
+        errors.append(
+            FieldError(
+                "available_until",
+                "invalid_availability",
+                "available_until must be after available_from.",
+            )
+        )
+    if values["min_term_hours"] < 1:
+        errors.append(FieldError("min_term_hours", "invalid", "At least one hour."))
+    errors += _template_errors(values["contract_template"])
+    return errors
+
+
+def offer_validate_terms(values: Mapping[str, Any]) -> list[FieldError]:
+    """Every rule of an offer's terms as FieldErrors (the admin form asks this too)."""
+    return _offer_rule_errors({**_offer_defaults(), **values})
+
+
+def _offer_defaults() -> dict[str, Any]:
+    return {
+        "reserved_ladder": {},
+        "interruptible_price_per_gpu_hour": None,
+        "preemption_notice_minutes": 5,
+        "min_term_hours": 1,
+        "available_from": timezone.now(),
+        "available_until": None,
+        "contract_template": [],
+        "status": OfferStatus.PUBLISHED,
+    }
+
+
+def _normalized_ladder(raw: Mapping[str, Any]) -> dict[str, str]:
+    # Stored as {"12": "25"} with canonical keys, which the capacity search SQL relies on.
+    return {str(months): f"{pct:f}" for months, pct in ladder_from_json(dict(raw)).items()}
+
+
+def _pool_nodes(
+    provider: Organization, *, site: Site, gpu_model: GpuModel, node_ids: Sequence[int]
+) -> list[Node]:
+    """Named nodes must be the provider's (404) and of the offer's site and model (400)."""
+    nodes = _own_nodes(provider, node_ids)
+    outside = [node.pk for node in nodes if node.site_id != site.pk]
+    other_model = [node.pk for node in nodes if node.gpu_model_id != gpu_model.pk]
+    errors = []
+    if outside:
+        errors.append(
+            FieldError("nodes", "node_not_in_pool", f"Nodes {outside} are not at site {site.pk}.")
+        )
+    if other_model:
+        errors.append(
+            FieldError(
+                "nodes",
+                "node_not_in_pool",
+                f"Nodes {other_model} do not carry {gpu_model.slug} GPUs.",
+            )
+        )
+    raise_if_any(errors)
+    return nodes
+
+
+@transaction.atomic
+def offer_create(
+    *,
+    provider: Organization,
+    site_id: int,
+    gpu_model: str,
+    name: str,
+    price_per_gpu_hour: Decimal,
+    currency: str,
+    nodes: Sequence[int] = (),
+    **terms: Any,
+) -> Offer:
+    """Publish (or draft as paused) an offer of one GPU model at one of the provider's sites.
+
+    `terms` are the optional fields of OFFER_FIELDS; empty `nodes` means every node of the
+    model at the site, now and later.
+    """
+    unknown = sorted(set(terms) - set(OFFER_FIELDS))
+    if unknown:
+        raise_if_any([FieldError(name, "unknown_field", "Not an offer field.") for name in unknown])
+    site = _own_site(provider, site_id)
+    model = _gpu_model(gpu_model)
+    values = {
+        **_offer_defaults(),
+        **terms,
+        "name": name,
+        "price_per_gpu_hour": price_per_gpu_hour,
+        "currency": currency,
+    }
+    raise_if_any(_offer_rule_errors(values))
+    pool = _pool_nodes(provider, site=site, gpu_model=model, node_ids=nodes)
+    values["reserved_ladder"] = _normalized_ladder(values["reserved_ladder"])
+    offer = Offer.objects.create(provider=provider, site=site, gpu_model=model, **values)
+    offer.nodes.set(pool)
+    return offer
+
+
+@transaction.atomic
+def offer_update(*, offer: Offer, changes: Mapping[str, Any]) -> Offer:
+    """Change an offer's terms, pool or status (published ↔ paused); leases keep theirs."""
+    offer = Offer.objects.select_for_update().select_related("provider").get(pk=offer.pk)
+    provider = offer.provider
+    changes = dict(changes)
+    unknown = sorted(set(changes) - {*OFFER_FIELDS, "site", "gpu_model", "nodes"})
+    if unknown:
+        raise_if_any([FieldError(name, "unknown_field", "Not an offer field.") for name in unknown])
+    site = _own_site(provider, changes.pop("site")) if "site" in changes else offer.site
+    model = _gpu_model(changes.pop("gpu_model")) if "gpu_model" in changes else offer.gpu_model
+    node_ids = changes.pop("nodes", None)
+    current = {name: getattr(offer, name) for name in OFFER_FIELDS}
+    values = {**current, **changes}
+    raise_if_any(_offer_rule_errors(values))
+    pool_changed = (
+        node_ids is not None or site.pk != offer.site_id or model.pk != offer.gpu_model_id
+    )
+    if pool_changed:
+        if node_ids is None:
+            node_ids = list(offer.nodes.values_list("pk", flat=True))
+        pool = _pool_nodes(provider, site=site, gpu_model=model, node_ids=node_ids)
+    values["reserved_ladder"] = _normalized_ladder(values["reserved_ladder"])
+    changed = [name for name in OFFER_FIELDS if values[name] != current[name]]
+    for name in changed:
+        setattr(offer, name, values[name])
+    if site.pk != offer.site_id:
+        offer.site = site
+        changed.append("site")
+    if model.pk != offer.gpu_model_id:
+        offer.gpu_model = model
+        changed.append("gpu_model")
+    if changed:
+        offer.save(update_fields=[*changed, "updated_at"])
+    if pool_changed:
+        offer.nodes.set(pool)
+    return offer
+
+
+@transaction.atomic
+def offer_delete(*, offer: Offer) -> None:
+    """Delete an offer nobody has held or leased; otherwise pause it instead (409)."""
+    offer = Offer.objects.select_for_update().get(pk=offer.pk)
+    if offer.leases.exists() or offer.holds.exists():
+        raise Conflict(
+            "The offer has holds or leases; pause it instead of deleting it.",
+            code="offer_in_use",
+        )
+    offer.delete()
+
+
+# ------------------------------------------------------------------ SLA offerings
+
+
+def _sla_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
+    """Rules of an SLA offering's prices, SLOs and clauses."""
+    errors = _positive(
+        "price_per_million_input_tokens", values["price_per_million_input_tokens"], allow_zero=True
+    )
+    errors += _positive(
+        "price_per_million_output_tokens",
+        values["price_per_million_output_tokens"],
+        allow_zero=True,
+    )
+    errors += _currency_errors(values["currency"])
+    availability = values["availability_slo_pct"]
+    if not Decimal(0) < availability <= Decimal(100):
+        errors.append(
+            FieldError(
+                "availability_slo_pct", "invalid_availability_slo", "Between 0 (excl.) and 100 %."
+            )
+        )
+    for name in ("ttft_p95_ms", "tpot_p99_ms"):
+        if values[name] <= 0:
+            errors.append(FieldError(name, "invalid_slo", f"{name} must be positive."))
+    if values["committed_tokens_per_s"] < 0:
+        errors.append(
+            FieldError("committed_tokens_per_s", "invalid", "Throughput cannot be negative.")
+        )
+    errors += _template_errors(values["contract_template"])
+    return errors
+
+
+def sla_offering_validate_terms(values: Mapping[str, Any]) -> list[FieldError]:
+    """Every rule of an SLA offering's terms (the admin form asks this too)."""
+    return _sla_rule_errors({"contract_template": [], "status": OfferStatus.PUBLISHED, **values})
+
+
+@transaction.atomic
+def sla_offering_create(
+    *, provider: Organization, nodes: Sequence[int] = (), **fields: Any
+) -> SlaOffering:
+    """Offer inference by the token on some of the provider's nodes."""
+    unknown = sorted(set(fields) - set(SLA_OFFERING_FIELDS))
+    if unknown:
+        raise_if_any([FieldError(name, "unknown_field", "Not a field.") for name in unknown])
+    values = {"contract_template": [], "status": OfferStatus.PUBLISHED, **fields}
+    raise_if_any(_sla_rule_errors(values))
+    backing = _own_nodes(provider, nodes)
+    offering = SlaOffering.objects.create(provider=provider, **values)
+    offering.nodes.set(backing)
+    return offering
+
+
+@transaction.atomic
+def sla_offering_update(*, offering: SlaOffering, changes: Mapping[str, Any]) -> SlaOffering:
+    """Change an SLA offering's prices, SLOs, nodes or status."""
+    offering = (
+        SlaOffering.objects.select_for_update().select_related("provider").get(pk=offering.pk)
+    )
+    changes = dict(changes)
+    unknown = sorted(set(changes) - {*SLA_OFFERING_FIELDS, "nodes"})
+    if unknown:
+        raise_if_any([FieldError(name, "unknown_field", "Not a field.") for name in unknown])
+    node_ids = changes.pop("nodes", None)
+    current = {name: getattr(offering, name) for name in SLA_OFFERING_FIELDS}
+    values = {**current, **changes}
+    raise_if_any(_sla_rule_errors(values))
+    backing = _own_nodes(offering.provider, node_ids) if node_ids is not None else None
+    changed = [name for name in SLA_OFFERING_FIELDS if values[name] != current[name]]
+    for name in changed:
+        setattr(offering, name, values[name])
+    if changed:
+        offering.save(update_fields=[*changed, "updated_at"])
+    if backing is not None:
+        offering.nodes.set(backing)
+    return offering
+
+
+@transaction.atomic
+def sla_offering_delete(*, offering: SlaOffering) -> None:
+    """Remove an SLA offering (nothing references it yet: usage is billed per contract)."""
+    offering.delete()
