@@ -42,6 +42,7 @@ from leasing.services.leases import (
     lease_reject,
     lease_replace_gpu,
     request_build,
+    request_from_quote,
 )
 
 ALLOCATIONS = Prefetch(
@@ -123,17 +124,7 @@ class HoldViewSet(
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         quote = _own_quote(data["quote"], customer) if data.get("quote") else None
-        if quote is not None:
-            lease_request = request_build(
-                offer=quote.offer,
-                gpu_count=quote.gpu_count,
-                start=quote.start,
-                end=quote.end,
-                pricing_mode=quote.pricing_mode,
-                term_months=quote.term_months,
-            )
-        else:
-            lease_request = _window_request(data)
+        lease_request = request_from_quote(quote) if quote is not None else _window_request(data)
         hold = hold_create(customer=customer, request=lease_request, quote=quote)
         hold = self.get_queryset().get(pk=hold.pk)
         return Response(HoldSerializer(hold).data, status=status.HTTP_201_CREATED)

@@ -111,6 +111,22 @@ def request_build(
     return LeaseRequest(offer, gpu_count, start, end, pricing_mode, term_months)
 
 
+def request_from_quote(quote: Quote, *, now: datetime | None = None) -> LeaseRequest:
+    """The request a quote priced, re-validated against the offer as it is now."""
+    now = now or timezone.now()
+    if quote.expires_at <= now:
+        raise QuoteExpired(detail={"expired_at": quote.expires_at.isoformat()})
+    return request_build(
+        offer=quote.offer,
+        gpu_count=quote.gpu_count,
+        start=quote.start,
+        end=quote.end,
+        pricing_mode=quote.pricing_mode,
+        term_months=quote.term_months,
+        now=now,
+    )
+
+
 # ---------------------------------------------------------------- holds
 
 
@@ -297,17 +313,7 @@ def lease_create(
         if quote is not None:
             if quote.customer_id != customer.pk:
                 raise Conflict("The quote is not yours.", code="quote_not_yours")
-            if quote.expires_at <= now:
-                raise QuoteExpired(detail={"expired_at": quote.expires_at.isoformat()})
-            request = request_build(
-                offer=quote.offer,
-                gpu_count=quote.gpu_count,
-                start=quote.start,
-                end=quote.end,
-                pricing_mode=quote.pricing_mode,
-                term_months=quote.term_months,
-                now=now,
-            )
+            request = request_from_quote(quote, now=now)
         if request is None:
             raise ValidationFailed(
                 "Give a hold, a quote, or an offer and a window.", code="invalid"

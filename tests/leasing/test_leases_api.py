@@ -327,3 +327,41 @@ def test_a_lease_list_has_a_fixed_number_of_queries(
     assert len(response.json()["results"]) == 4
     assert Decimal(response.json()["results"][0]["price_per_gpu_hour"]) == Decimal("2.40")
     assert LeaseStatus.ACTIVE == response.json()["results"][0]["status"]
+
+
+def test_quote_then_hold_then_lease_keeps_the_quoted_price(client_for, provider, customer):
+    offer, _ = make_pool(provider)
+    client = client_for(customer)
+    start = next_hour()
+    quotes = client.post(
+        "/api/v1/quotes/",
+        {"gpu_model": "h200-sxm", "gpu_count": 4, "start": start.isoformat(), "hours": 10},
+        format="json",
+    )
+    assert quotes.status_code == 201, quotes.json()
+    quote_id = quotes.json()["quotes"][0]["id"]
+    hold = client.post(HOLDS, {"quote": quote_id}, format="json")
+    assert hold.status_code == 201, hold.json()
+    lease = client.post(LEASES, {"hold": hold.json()["id"]}, format="json")
+    assert lease.status_code == 201, lease.json()
+    assert lease.json()["price_per_gpu_hour"] == "2.400000"
+    assert lease.json()["gpu_count"] == 4
+
+
+def test_an_expired_quote_cannot_be_held_or_leased(client_for, provider, customer):
+    from leasing.models import Quote
+
+    offer, _ = make_pool(provider)
+    client = client_for(customer)
+    client.post(
+        "/api/v1/quotes/",
+        {"gpu_model": "h200-sxm", "gpu_count": 1, "start": next_hour().isoformat(), "hours": 2},
+        format="json",
+    )
+    quote = Quote.objects.get()
+    Quote.objects.filter(pk=quote.pk).update(expires_at=quote.created_at)
+    for path, data in ((HOLDS, {"quote": quote.pk}), (LEASES, {"quote": quote.pk})):
+        response = client.post(path, data, format="json")
+        assert response.status_code == 409
+        assert response.json()["code"] == "quote_expired"
+    assert Allocation.objects.count() == 0
