@@ -8,7 +8,10 @@ from core.views import healthz
 
 API_MODULES = [
     "accounts.api.urls",
+    "inventory.api.urls",
     "contracts.api.urls",
+    "leasing.api.urls",
+    "leasing.api.urls_leasing",
 ]
 
 urlpatterns = [
