@@ -73,9 +73,7 @@ def organization_create(
     )
 
 
-def membership_set(
-    *, user: Any, organization: Organization, role: str = Role.MEMBER
-) -> Membership:
+def membership_set(*, user: Any, organization: Organization, role: str = Role.MEMBER) -> Membership:
     """Add a user to an organization, or change their role there."""
     membership, _ = Membership.objects.update_or_create(
         user=user, organization=organization, defaults={"role": role}

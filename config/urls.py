@@ -12,6 +12,7 @@ API_MODULES = [
     "contracts.api.urls",
     "leasing.api.urls",
     "leasing.api.urls_leasing",
+    "billing.api.urls",
 ]
 
 urlpatterns = [

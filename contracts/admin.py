@@ -82,7 +82,7 @@ class ClauseFormSet(BaseInlineFormSet[Clause, Contract, ClauseForm]):
 class ClauseInline(admin.StackedInline[Clause, Contract]):
     model = Clause
     form = ClauseForm
-    formset = ClauseFormSet
+    formset = ClauseFormSet  # type: ignore[assignment]  # stubs expect the base form type
     extra = 0
 
 
@@ -93,8 +93,15 @@ class ContractEventInline(admin.TabularInline[ContractEvent, Contract]):
     extra = 0
     can_delete = False
     ordering = ["effective_at", "id"]
-    fields = ["effective_at", "kind", "explanation", "amount", "currency", "rate", "actor"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "effective_at",
+        "kind",
+        "explanation",
+        "amount",
+        "currency",
+        "rate",
+        "actor",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -107,8 +114,14 @@ class AcceptanceRunInline(admin.TabularInline[AcceptanceRun, Contract]):
     model = AcceptanceRun
     extra = 0
     can_delete = False
-    fields = ["ran_at", "metric", "measured_value", "quality_delta_pct", "passed", "run_by"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "ran_at",
+        "metric",
+        "measured_value",
+        "quality_delta_pct",
+        "passed",
+        "run_by",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

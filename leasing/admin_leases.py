@@ -25,8 +25,14 @@ class AllocationInline(admin.TabularInline[Allocation, Lease]):
     fk_name = "lease"
     extra = 0
     can_delete = False
-    fields = ["gpu", "period", "preemptible", "released_at", "ended_reason", "replaces"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "gpu",
+        "period",
+        "preemptible",
+        "released_at",
+        "ended_reason",
+        "replaces",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -37,8 +43,12 @@ class PreemptionInline(admin.TabularInline[PreemptionNotice, Lease]):
     fk_name = "lease"
     extra = 0
     can_delete = False
-    fields = ["cut_at", "gpu_count", "preempted_by", "delivered_at"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "cut_at",
+        "gpu_count",
+        "preempted_by",
+        "delivered_at",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -79,7 +89,7 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
         "ended_at",
         "acceptance_runs",
     ]
-    fields = readonly_fields
+    fields = tuple(readonly_fields)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # leases are made through holds, quotes or offers (the API)

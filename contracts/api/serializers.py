@@ -21,8 +21,8 @@ class ClauseSerializer(serializers.ModelSerializer[Clause]):
 class ContractSerializer(serializers.ModelSerializer[Contract]):
     """A contract as both parties see it."""
 
-    lessor = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    lessee = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    lessor = serializers.CharField(source="lessor.slug", read_only=True)
+    lessee = serializers.CharField(source="lessee.slug", read_only=True)
     clauses = ClauseSerializer(many=True, read_only=True)
 
     class Meta:

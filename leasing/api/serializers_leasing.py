@@ -19,7 +19,7 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
     node = serializers.CharField(source="gpu.node.hostname", read_only=True)
     start = serializers.SerializerMethodField()
     end = serializers.SerializerMethodField()
-    replaces = serializers.PrimaryKeyRelatedField(read_only=True)
+    replaces = serializers.IntegerField(source="replaces_id", read_only=True, allow_null=True)
 
     class Meta:
         model = Allocation
@@ -61,9 +61,9 @@ class HoldInputSerializer(WindowInputSerializer):
     """A hold request: from a quote, or an offer and a window."""
 
     quote = serializers.IntegerField(required=False)
-    offer = serializers.IntegerField(required=False)  # type: ignore[assignment]
-    gpu_count = serializers.IntegerField(min_value=1, max_value=10_000, required=False)  # type: ignore[assignment]
-    start = serializers.DateTimeField(required=False)  # type: ignore[assignment]
+    offer = serializers.IntegerField(required=False)
+    gpu_count = serializers.IntegerField(min_value=1, max_value=10_000, required=False)
+    start = serializers.DateTimeField(required=False)
 
 
 class LeaseInputSerializer(HoldInputSerializer):
@@ -76,7 +76,7 @@ class HoldSerializer(serializers.ModelSerializer[Hold]):
     """A hold and the GPUs it reserves."""
 
     allocations = AllocationSerializer(many=True, read_only=True)
-    offer = serializers.PrimaryKeyRelatedField(read_only=True)
+    offer = serializers.IntegerField(source="offer_id", read_only=True)
 
     class Meta:
         model = Hold

@@ -54,7 +54,9 @@ def add_form(provider, customer, clause_params):
 
 def test_the_admin_creates_a_contract_with_a_valid_clause(admin_client, provider, customer):
     params = {k: v for k, v in EXIT_3_MONTHS.items() if k != "kind"}
-    response = admin_client.post("/admin/contracts/contract/add/", add_form(provider, customer, params))
+    response = admin_client.post(
+        "/admin/contracts/contract/add/", add_form(provider, customer, params)
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     contract = Contract.objects.get()
     assert contract.clauses.get().params["fee_months"] == "3"
@@ -63,7 +65,9 @@ def test_the_admin_creates_a_contract_with_a_valid_clause(admin_client, provider
 
 def test_the_admin_shows_clause_parameter_errors_per_field(admin_client, provider, customer):
     params = {k: v for k, v in EXIT_3_MONTHS.items() if k not in ("kind", "fee_months")}
-    response = admin_client.post("/admin/contracts/contract/add/", add_form(provider, customer, params))
+    response = admin_client.post(
+        "/admin/contracts/contract/add/", add_form(provider, customer, params)
+    )
     assert response.status_code == 200
     assert "fee_months" in response.content.decode()
     assert Contract.objects.count() == 0

@@ -26,4 +26,3 @@ def other_site(other_provider) -> Site:
 @pytest.fixture
 def other_node(other_site) -> Node:
     return make_node(other_site, hostname="kul-01", capex_currency="USD")
-

@@ -45,5 +45,7 @@ def make_pool(
         "contract_template": [],
         **offer_fields,
     }
-    offer = Offer.objects.create(provider=provider, site=site, gpu_model=built[0].gpu_model, **fields)
+    offer = Offer.objects.create(
+        provider=provider, site=site, gpu_model=built[0].gpu_model, **fields
+    )
     return offer, built

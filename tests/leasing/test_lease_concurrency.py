@@ -50,7 +50,9 @@ def test_32_clients_racing_for_8_gpus_get_exactly_8(client_for, provider, custom
         ),
     )
     codes = Counter(response.status_code for response in responses)
-    assert set(codes) <= {201, 409}, [r.json() for r in responses if r.status_code not in (201, 409)]
+    assert set(codes) <= {201, 409}, [
+        r.json() for r in responses if r.status_code not in (201, 409)
+    ]
     assert all(r.json()["code"] == "capacity_gone" for r in responses if r.status_code == 409)
     allocated = Allocation.objects.filter(released_at__isnull=True).count()
     assert allocated == 8

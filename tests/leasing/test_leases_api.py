@@ -83,8 +83,13 @@ def test_a_reserved_lease_uses_the_ladder(client_for, provider, customer):
     offer, _ = make_pool(provider)
     response = client_for(customer).post(
         LEASES,
-        {"offer": offer.pk, "gpu_count": 1, "start": next_hour().isoformat(),
-         "pricing_mode": "reserved", "term_months": 6},
+        {
+            "offer": offer.pk,
+            "gpu_count": 1,
+            "start": next_hour().isoformat(),
+            "pricing_mode": "reserved",
+            "term_months": 6,
+        },
         format="json",
     )
     assert response.status_code == 201, response.json()
@@ -164,7 +169,12 @@ def test_another_customers_hold_and_lease_are_404(client_for, provider, customer
     assert theirs.get(f"{HOLDS}{hold['id']}/").status_code == 404
     assert theirs.post(f"{HOLDS}{hold['id']}/release").status_code == 404
     assert theirs.get(f"{LEASES}{lease['id']}/").status_code == 404
-    assert theirs.post(f"{LEASES}{lease['id']}/extend", {"end": "2030-01-01T00:00:00Z"}, format="json").status_code == 404
+    assert (
+        theirs.post(
+            f"{LEASES}{lease['id']}/extend", {"end": "2030-01-01T00:00:00Z"}, format="json"
+        ).status_code
+        == 404
+    )
     assert theirs.get(f"{LEASES}{lease['id']}/acceptance-runs/").status_code == 404
     assert theirs.get(LEASES).json()["results"] == []
     # The provider sees the lease of its offer, read-only.
@@ -188,23 +198,34 @@ def test_extension_only_when_the_same_gpus_are_free(client_for, provider, custom
     client = client_for(customer)
     start = next_hour()
     lease = client.post(
-        LEASES, {"offer": offer.pk, "gpu_count": 2, "start": start.isoformat(), "hours": 10},
+        LEASES,
+        {"offer": offer.pk, "gpu_count": 2, "start": start.isoformat(), "hours": 10},
         format="json",
     ).json()
     longer = client.post(
-        f"{LEASES}{lease['id']}/extend", {"end": (start + timedelta(hours=20)).isoformat()},
+        f"{LEASES}{lease['id']}/extend",
+        {"end": (start + timedelta(hours=20)).isoformat()},
         format="json",
     )
     assert longer.status_code == 200, longer.json()
-    assert all(row["end"] == (start + timedelta(hours=20)).isoformat() for row in longer.json()["allocations"])
+    assert all(
+        row["end"] == (start + timedelta(hours=20)).isoformat()
+        for row in longer.json()["allocations"]
+    )
     booked = client_for(other_customer).post(
         LEASES,
-        {"offer": offer.pk, "gpu_count": 2, "start": (start + timedelta(hours=20)).isoformat(), "hours": 5},
+        {
+            "offer": offer.pk,
+            "gpu_count": 2,
+            "start": (start + timedelta(hours=20)).isoformat(),
+            "hours": 5,
+        },
         format="json",
     )
     assert booked.status_code == 201
     blocked = client.post(
-        f"{LEASES}{lease['id']}/extend", {"end": (start + timedelta(hours=30)).isoformat()},
+        f"{LEASES}{lease['id']}/extend",
+        {"end": (start + timedelta(hours=30)).isoformat()},
         format="json",
     )
     assert blocked.status_code == 409
@@ -222,7 +243,8 @@ def test_an_on_demand_lease_preempts_interruptible_capacity_with_notice(
     assert cheap.json()["price_per_gpu_hour"] == "1.200000"
     start = next_hour(2)
     urgent = client_for(customer).post(
-        LEASES, {"offer": offer.pk, "gpu_count": 3, "start": start.isoformat(), "hours": 4},
+        LEASES,
+        {"offer": offer.pk, "gpu_count": 3, "start": start.isoformat(), "hours": 4},
         format="json",
     )
     assert urgent.status_code == 201, urgent.json()
@@ -236,8 +258,14 @@ def test_an_on_demand_lease_preempts_interruptible_capacity_with_notice(
     assert overlapping_pairs() == 0
     # An interruptible lease never preempts anyone.
     more = client_for(other_customer).post(
-        LEASES, {"offer": offer.pk, "gpu_count": 8, "start": start.isoformat(), "hours": 1,
-                 "pricing_mode": "interruptible"},
+        LEASES,
+        {
+            "offer": offer.pk,
+            "gpu_count": 8,
+            "start": start.isoformat(),
+            "hours": 1,
+            "pricing_mode": "interruptible",
+        },
         format="json",
     )
     assert more.status_code == 409
@@ -250,8 +278,12 @@ def test_acceptance_runs_on_a_lease_start_billing(client_for, provider, customer
     assert lease["status"] == "pending_acceptance"
     run = client.post(
         f"{LEASES}{lease['id']}/acceptance-runs/",
-        {"metric": "output_tokens_per_s", "measured_value": "2800", "quality_delta_pct": "0.2",
-         "report": {"tool": "vllm bench serve", "runs": 3}},
+        {
+            "metric": "output_tokens_per_s",
+            "measured_value": "2800",
+            "quality_delta_pct": "0.2",
+            "report": {"tool": "vllm bench serve", "runs": 3},
+        },
         format="json",
     )
     assert run.status_code == 201, run.json()
@@ -298,7 +330,7 @@ def test_failed_acceptance_lets_the_customer_reject_and_frees_the_gpus(
 
 
 def test_the_provider_replaces_a_failed_gpu_and_history_shows_both(client_for, provider, customer):
-    offer, nodes = make_pool(provider, nodes=2, gpu_count=4)
+    offer, _ = make_pool(provider, nodes=2, gpu_count=4)
     lease = client_for(customer).post(LEASES, body(offer, count=4), format="json").json()
     failed_gpu = lease["allocations"][0]["gpu_id"]
     response = client_for(provider).post(
@@ -310,9 +342,12 @@ def test_the_provider_replaces_a_failed_gpu_and_history_shows_both(client_for, p
     new = next(r for r in rows if r["replaces"] == old["id"])
     assert old["ended_reason"] == "replaced"
     assert new["gpu_id"] != failed_gpu
-    assert client_for(customer).post(
-        f"{LEASES}{lease['id']}/replace-gpu", {"gpu": failed_gpu}, format="json"
-    ).status_code == 403
+    assert (
+        client_for(customer)
+        .post(f"{LEASES}{lease['id']}/replace-gpu", {"gpu": failed_gpu}, format="json")
+        .status_code
+        == 403
+    )
 
 
 def test_a_lease_list_has_a_fixed_number_of_queries(
@@ -326,11 +361,11 @@ def test_a_lease_list_has_a_fixed_number_of_queries(
         response = client.get(LEASES)
     assert len(response.json()["results"]) == 4
     assert Decimal(response.json()["results"][0]["price_per_gpu_hour"]) == Decimal("2.40")
-    assert LeaseStatus.ACTIVE == response.json()["results"][0]["status"]
+    assert response.json()["results"][0]["status"] == LeaseStatus.ACTIVE
 
 
 def test_quote_then_hold_then_lease_keeps_the_quoted_price(client_for, provider, customer):
-    offer, _ = make_pool(provider)
+    make_pool(provider)
     client = client_for(customer)
     start = next_hour()
     quotes = client.post(
@@ -351,7 +386,7 @@ def test_quote_then_hold_then_lease_keeps_the_quoted_price(client_for, provider,
 def test_an_expired_quote_cannot_be_held_or_leased(client_for, provider, customer):
     from leasing.models import Quote
 
-    offer, _ = make_pool(provider)
+    make_pool(provider)
     client = client_for(customer)
     client.post(
         "/api/v1/quotes/",
