@@ -1,0 +1,1 @@
+"""Write use cases of billing, one module per area (ingest, rollups, ...)."""
