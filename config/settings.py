@@ -199,6 +199,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # pydantic input schemas use JSON Schema nulls, which OpenAPI 3.1 allows.
+    "OAS_VERSION": "3.1.0",
 }
 
 # --- Celery: CELERY_BROKER_URL (Redis or RabbitMQ), or the filesystem transport (no server) ---

@@ -14,6 +14,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from simple_history.admin import SimpleHistoryAdmin
 
 from leasing.choices import OfferStatus
 from leasing.models import Offer, SlaOffering
@@ -81,7 +82,7 @@ class OfferForm(forms.ModelForm[Offer]):
 
 
 @admin.register(Offer)
-class OfferAdmin(admin.ModelAdmin[Offer]):
+class OfferAdmin(SimpleHistoryAdmin):
     """Card-hour offers by provider, place, model and status; publish or pause in bulk."""
 
     form = OfferForm
@@ -158,7 +159,7 @@ class SlaOfferingForm(forms.ModelForm[SlaOffering]):
 
 
 @admin.register(SlaOffering)
-class SlaOfferingAdmin(admin.ModelAdmin[SlaOffering]):
+class SlaOfferingAdmin(SimpleHistoryAdmin):
     """Token-priced inference offerings by provider, currency and status."""
 
     form = SlaOfferingForm
@@ -191,6 +192,7 @@ class SlaOfferingAdmin(admin.ModelAdmin[SlaOffering]):
     def pause(self, request: HttpRequest, queryset: QuerySet[SlaOffering]) -> None:
         for offering in queryset:
             sla_offering_update(offering=offering, changes={"status": OfferStatus.PAUSED})
+
 
 # Leases, holds, allocations and the per-node calendar (kept in their own module).
 from leasing import admin_leases  # noqa: E402, F401

@@ -8,9 +8,10 @@ from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
 from django.db import models
 from django.db.models import F, Q
+from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
-from contracts.models import Contract
+from contracts.models import Contract, history_user
 from inventory.models import Gpu, GpuModel, Node, Site
 from leasing.choices import AllocationEnd, HoldStatus, LeaseStatus, OfferStatus, PricingMode
 
@@ -52,6 +53,7 @@ class Offer(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords(get_user=history_user)
 
     class Meta:
         ordering = ["id"]
@@ -103,6 +105,7 @@ class SlaOffering(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords(get_user=history_user)
 
     class Meta:
         ordering = ["id"]
@@ -225,6 +228,9 @@ class Allocation(models.Model):
     """
 
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="allocations")
+    # The GPU's node, copied so that capacity search counts blocked GPUs node by node; the
+    # trigger allocation_node_matches_gpu (migration 0004) fills it and refuses any other node.
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
     lease = models.ForeignKey(
         Lease, null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
     )

@@ -17,10 +17,11 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 
-from inventory.choices import GpuHealth, NodeStatus
+from inventory.models import Gpu
 from leasing.choices import AllocationEnd, HoldStatus
 from leasing.errors import CapacityGone
 from leasing.models import Allocation, Hold, Lease, Offer
+from leasing.selectors.free import FREE_GPU_CONDITION, free_params
 
 SINGLE_NODE = "single_node"
 # Each failed attempt rules out at least one GPU; past this many, report what is free now.
@@ -68,27 +69,14 @@ def expired_holds_release(*, now: datetime) -> int:
         return len(hold_ids)
 
 
-# Free GPUs of some nodes for a window. A live allocation blocks unless the request may preempt
-# it (%(may_preempt)s true and the allocation is preemptible); an outage of the node or the GPU
-# blocks; only healthy GPUs of active nodes count.
-_FREE_GPUS_SQL = """
+# Free GPUs of some nodes for a window, by the one rule of leasing.selectors.free; {extra} takes
+# the optional "only" / "exclude" conditions, and locking appends FOR UPDATE.
+_FREE_GPUS_SQL = f"""
 SELECT g.id, g.node_id
 FROM inventory_gpu g
 JOIN inventory_node n ON n.id = g.node_id
 WHERE g.node_id = ANY(%(node_ids)s)
-  AND g.health = %(healthy)s
-  AND n.status = %(active)s
-  AND NOT EXISTS (
-    SELECT 1 FROM leasing_allocation a
-    WHERE a.gpu_id = g.id AND a.released_at IS NULL
-      AND a.period && tstzrange(%(start)s, %(end)s, '[)')
-      AND NOT (a.preemptible AND %(may_preempt)s)
-  )
-  AND NOT EXISTS (
-    SELECT 1 FROM inventory_outage o
-    WHERE o.node_id = g.node_id AND (o.gpu_id IS NULL OR o.gpu_id = g.id)
-      AND tstzrange(o.start, o."end", '[)') && tstzrange(%(start)s, %(end)s, '[)')
-  )
+  AND {FREE_GPU_CONDITION}{{extra}}
 ORDER BY g.node_id, g.index
 """
 
@@ -104,23 +92,16 @@ def free_gpus(
     exclude: set[int] | None = None,
 ) -> dict[int, list[int]]:
     """Free GPU ids per node; with lock, the rows are locked and ones busy elsewhere skipped."""
-    sql = _FREE_GPUS_SQL
+    extra = ""
     if only is not None:
-        sql = sql.replace("ORDER BY", "AND g.id = ANY(%(only)s)\nORDER BY")
+        extra += "\n  AND g.id = ANY(%(only)s)"
     if exclude:
-        sql = sql.replace("ORDER BY", "AND NOT (g.id = ANY(%(exclude)s))\nORDER BY")
+        extra += "\n  AND NOT (g.id = ANY(%(exclude)s))"
+    sql = _FREE_GPUS_SQL.format(extra=extra)
     if lock:
         sql += " FOR UPDATE OF g SKIP LOCKED"
-    params = {
-        "node_ids": node_ids,
-        "healthy": GpuHealth.OK,
-        "active": NodeStatus.ACTIVE,
-        "start": start,
-        "end": end,
-        "may_preempt": may_preempt,
-        "only": only or [],
-        "exclude": sorted(exclude or ()),
-    }
+    params = free_params(start=start, end=end, may_preempt=may_preempt)
+    params.update(node_ids=node_ids, only=only or [], exclude=sorted(exclude or ()))
     by_node: dict[int, list[int]] = defaultdict(list)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -218,9 +199,11 @@ def allocations_create(
     hold: Hold | None = None,
 ) -> list[Allocation]:
     """Insert one allocation per GPU; an overlap caught by the database becomes a 409."""
+    node_of = dict(Gpu.objects.filter(pk__in=gpu_ids).values_list("pk", "node_id"))
     rows = [
         Allocation(
             gpu_id=gpu_id,
+            node_id=node_of[gpu_id],
             lease=lease,
             hold=hold,
             period=DateTimeTZRange(start, end, "[)"),

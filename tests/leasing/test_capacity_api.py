@@ -93,6 +93,36 @@ def test_preemptible_allocations_are_free_for_on_demand_but_taken_for_interrupti
     assert interruptible[offer.pk]["preemption_notice_minutes"] == 5
 
 
+@pytest.mark.parametrize("pricing_mode", ["on_demand", "interruptible"])
+def test_broad_and_narrow_searches_count_a_gpu_blocked_several_ways_once(provider, pricing_mode):
+    offer = make_offer(provider, nodes=3)
+    first, second, down = offer.pool_nodes
+    start, end = window(72)
+    first_gpus, second_gpus = gpus_of([first]), gpus_of([second])
+    # GPU 0 of the first node: two bookings in the window, an outage, and failed health.
+    busy(first_gpus[:1], start, start + timedelta(hours=10))
+    busy(first_gpus[:2], start + timedelta(hours=20), start + timedelta(hours=30))
+    outage(first, start + timedelta(hours=40), start + timedelta(hours=41), gpu=first_gpus[0])
+    Gpu.objects.filter(pk__in=[first_gpus[0].pk, second_gpus[7].pk]).update(health=GpuHealth.FAILED)
+    busy(second_gpus[2:5], start, end, preemptible=True)
+    busy(second_gpus[7:8], start, end)  # failed and booked
+    busy(gpus_of([down])[:1], start, end)
+    outage(down, start + timedelta(hours=1), start + timedelta(hours=2))  # the whole node
+
+    def found(**narrowing):
+        filters = CapacityFilters(window=Window(start, end), pricing_mode=pricing_mode, **narrowing)
+        (result,) = [r for r in capacity_search(filters=filters) if r.offer_id == offer.pk]
+        return result.free_gpus, result.max_free_gpus_on_one_node, result.nodes_with_free_gpus
+
+    broad = found()
+    narrow = found(gpu_models=["h200-sxm"])
+    counts = free_gpu_counts(offer_ids=[offer.pk], start=start, end=end, pricing_mode=pricing_mode)
+
+    preempted = 3 if pricing_mode == "interruptible" else 0
+    assert broad == narrow == (6 + 7 - preempted, max(6, 7 - preempted), 2)
+    assert counts[offer.pk].free_by_node == {first.pk: 6, second.pk: 7 - preempted}
+
+
 def test_named_nodes_limit_the_pool_to_those_nodes(client_for, provider, customer):
     pooled = make_offer(provider, nodes=3)
     named = make_offer(provider, nodes=pooled.pool_nodes[:1], name_nodes=True)

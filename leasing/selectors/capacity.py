@@ -1,9 +1,10 @@
-"""Reads of the leasing app: offers and SLA offerings by visibility, quotes, and capacity search.
+"""Capacity search: offers with GPUs free for a whole window, priced for the asked term.
 
-Capacity search is one SQL statement (see `_CAPACITY_SQL`): offers are filtered and priced for
-the asked term, their pool of nodes is expanded, free GPUs are counted for the whole window, and
-reliability is measured from the pool's outages of the last 90 days — all in the database, so a
-page of results costs one round trip whatever the size of the marketplace.
+The search is one SQL statement (see `_CAPACITY_SQL`): offers are filtered and priced for the
+asked term, their pool of nodes is expanded, free GPUs are counted for the whole window (the
+rule of leasing.selectors.free), and reliability is measured from the pool's outages of the last
+90 days — all in the database, so a page of results costs one round trip whatever the size of
+the marketplace.
 """
 
 from __future__ import annotations
@@ -16,166 +17,25 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from accounts.selectors import Caller
 from core.errors import ValidationFailed
-from inventory.choices import GpuHealth, NodeStatus
-from inventory.models import Node
 from leasing.choices import OfferStatus, PricingMode
-from leasing.errors import InvalidWindow
-from leasing.models import Offer, Quote, SlaOffering
-from leasing.pricing import OfferPrices, add_months, ladder_from_json, price_window
+from leasing.pricing import OfferPrices, ladder_from_json, price_window
+from leasing.selectors.free import (
+    BLOCKED_PER_NODE_SQL,
+    FREE_PER_NODE_SQL,
+    POOL_SQL,
+    SEARCH_FREE_PER_NODE_SQL,
+    free_params,
+    may_preempt_for,
+)
+from leasing.selectors.windows import Window
 
-# A window may start a little in the past: clocks differ and requests take time (as for leases).
-START_SKEW = timedelta(minutes=5)
-# Longest window anyone can search or quote: ten years (the longest reserved term is 36 months).
-MAX_WINDOW = timedelta(days=3660)
-MAX_TERM_MONTHS = 120
 RELIABILITY_DAYS = 90
 
 ORDERINGS = ("price", "price_per_tflops", "bandwidth_per_dollar", "reliability", "free_gpus")
 INTERCONNECTS = ("nvlink", "infiniband")
-
-
-# ------------------------------------------------------------------ offers, SLA offerings, quotes
-
-
-def _visible(caller: Caller, *, owner_field: str) -> Q | None:
-    """Published rows for everyone, plus the caller's own (paused too); operators see all."""
-    if caller.is_operator:
-        return None
-    return Q(status=OfferStatus.PUBLISHED) | Q(**{owner_field: caller.organization_id})
-
-
-def offers_visible(*, caller: Caller) -> QuerySet[Offer]:
-    """Offers the caller may read, with everything their list shows fetched per page."""
-    queryset = Offer.objects.select_related("provider", "site", "gpu_model").prefetch_related(
-        Prefetch("nodes", queryset=Node.objects.only("id").order_by("id"))
-    )
-    condition = _visible(caller, owner_field="provider_id")
-    return queryset if condition is None else queryset.filter(condition)
-
-
-def offers_writable(*, caller: Caller) -> QuerySet[Offer]:
-    """Offers the caller may change: its own (operators: all); others answer 404."""
-    queryset = offers_visible(caller=caller)
-    return queryset if caller.is_operator else queryset.filter(provider_id=caller.organization_id)
-
-
-def sla_offerings_visible(*, caller: Caller) -> QuerySet[SlaOffering]:
-    """SLA offerings the caller may read."""
-    queryset = SlaOffering.objects.select_related("provider").prefetch_related(
-        Prefetch("nodes", queryset=Node.objects.only("id").order_by("id"))
-    )
-    condition = _visible(caller, owner_field="provider_id")
-    return queryset if condition is None else queryset.filter(condition)
-
-
-def sla_offerings_writable(*, caller: Caller) -> QuerySet[SlaOffering]:
-    """SLA offerings the caller may change."""
-    queryset = sla_offerings_visible(caller=caller)
-    return queryset if caller.is_operator else queryset.filter(provider_id=caller.organization_id)
-
-
-def quotes_of(*, caller: Caller) -> QuerySet[Quote]:
-    """The caller's quotes (operators: all), with their offer's provider, site and model."""
-    queryset = Quote.objects.select_related(
-        "customer", "offer__provider", "offer__site", "offer__gpu_model"
-    )
-    return queryset if caller.is_operator else queryset.filter(customer_id=caller.organization_id)
-
-
-# ------------------------------------------------------------------ the search window
-
-
-@dataclass(frozen=True)
-class Window:
-    """A validated half-open search or quote window [start, end)."""
-
-    start: datetime
-    end: datetime
-
-    @property
-    def duration(self) -> timedelta:
-        """Length of the window."""
-        return self.end - self.start
-
-
-def window_resolve(
-    *,
-    start: datetime | None,
-    end: datetime | None = None,
-    hours: Decimal | int | None = None,
-    term_months: int | None = None,
-    pricing_mode: str = PricingMode.ON_DEMAND,
-    now: datetime | None = None,
-) -> Window:
-    """The window from start + end, start + hours, or (reserved) start + term_months.
-
-    Raises InvalidWindow (400) with a stable code: window_required, ambiguous_window,
-    naive_datetime, invalid_window (end not after start), window_in_past, window_too_long.
-    """
-    now = now or timezone.now()
-    if start is None:
-        raise InvalidWindow(
-            "Give the window: start and end, or start and hours.",
-            code="window_required",
-            detail={"field": "start"},
-        )
-    if end is not None and hours is not None:
-        raise InvalidWindow(
-            "Give end or hours, not both.", code="ambiguous_window", detail={"field": "hours"}
-        )
-    for name, moment in (("start", start), ("end", end)):
-        if moment is not None and timezone.is_naive(moment):
-            raise InvalidWindow(
-                f"{name} needs a time zone (e.g. 2026-03-01T00:00:00Z).",
-                code="naive_datetime",
-                detail={"field": name},
-            )
-    if hours is not None:
-        if hours <= 0:
-            raise InvalidWindow(
-                "hours must be positive.", code="invalid_hours", detail={"field": "hours"}
-            )
-        if hours > MAX_WINDOW.total_seconds() / 3600:
-            raise InvalidWindow(
-                "The window is longer than ten years.",
-                code="window_too_long",
-                detail={"field": "hours"},
-            )
-        end = start + timedelta(hours=float(hours))
-    if end is None and pricing_mode == PricingMode.RESERVED and term_months:
-        end = add_months(start, term_months)
-    if end is None:
-        raise InvalidWindow(
-            "Give end or hours (or term_months for reserved pricing).",
-            code="window_required",
-            detail={"field": "end"},
-        )
-    if end <= start:
-        raise InvalidWindow(
-            "The window must end after it starts.",
-            detail={"field": "end", "start": start.isoformat(), "end": end.isoformat()},
-        )
-    if start < now - START_SKEW:
-        raise InvalidWindow(
-            "The window starts in the past.",
-            code="window_in_past",
-            detail={"field": "start", "now": now.isoformat()},
-        )
-    if end - start > MAX_WINDOW:
-        raise InvalidWindow(
-            "The window is longer than ten years.",
-            code="window_too_long",
-            detail={"field": "end"},
-        )
-    return Window(start=start, end=end)
-
-
-# ------------------------------------------------------------------ capacity search
 
 
 @dataclass(frozen=True)
@@ -270,68 +130,6 @@ CASE %(mode)s::text
       LIMIT 1)) / 100, 6)
 END"""
 
-# A GPU of node `n` is free for the window when it is healthy, its node is active, no live
-# allocation overlaps (preemptible ones are not in the way of an on-demand or reserved request:
-# they can be cut short), and no outage of the node or of that GPU meets the window.
-FREE_GPU_CONDITION = """
-g.health = %(healthy)s
-AND n.status = %(active)s
-AND NOT EXISTS (
-  SELECT 1 FROM leasing_allocation a
-  WHERE a.gpu_id = g.id AND a.released_at IS NULL
-    AND a.period && tstzrange(%(start)s, %(end)s, '[)')
-    AND NOT (a.preemptible AND %(may_preempt)s)
-)
-AND NOT EXISTS (
-  SELECT 1 FROM inventory_outage ou
-  WHERE ou.node_id = g.node_id AND (ou.gpu_id IS NULL OR ou.gpu_id = g.id)
-    AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s)
-)"""
-
-# The nodes of each candidate offer: the named ones, or every node of its model at its site.
-_POOL_SQL = """
-SELECT co.id AS offer_id, n.id AS node_id, n.gpu_count
-FROM candidate_offers co
-JOIN inventory_node n ON n.site_id = co.site_id AND n.gpu_model_id = co.gpu_model_id
-WHERE n.status <> %(retired)s {node_filters}
-  AND (NOT co.named_nodes OR EXISTS (
-    SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = co.id AND x.node_id = n.id))"""
-
-_FREE_PER_NODE_SQL = f"""
-SELECT p.offer_id, p.node_id, count(*) AS free
-FROM pool p
-JOIN inventory_node n ON n.id = p.node_id
-JOIN inventory_gpu g ON g.node_id = n.id
-WHERE {FREE_GPU_CONDITION}
-GROUP BY p.offer_id, p.node_id"""
-
-# The same rule as FREE_GPU_CONDITION, set-based for a search over many pools: every blocked
-# GPU of the window is found once (one scan of the live-period GiST index and of the outages)
-# and anti-joined by hash, instead of probing the allocation index once per GPU of the market.
-_BLOCKED_SQL = """
-SELECT a.gpu_id FROM leasing_allocation a
-WHERE a.released_at IS NULL
-  AND a.period && tstzrange(%(start)s, %(end)s, '[)')
-  AND NOT (a.preemptible AND %(may_preempt)s)
-UNION ALL
-SELECT ou.gpu_id FROM inventory_outage ou
-WHERE ou.gpu_id IS NOT NULL
-  AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s)"""
-
-_SEARCH_FREE_PER_NODE_SQL = """
-SELECT p.offer_id, p.node_id, count(*) AS free
-FROM pool p
-JOIN inventory_node n ON n.id = p.node_id
-JOIN inventory_gpu g ON g.node_id = p.node_id
-WHERE g.health = %(healthy)s
-  AND n.status = %(active)s
-  AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.gpu_id = g.id)
-  AND NOT EXISTS (
-    SELECT 1 FROM inventory_outage ou
-    WHERE ou.node_id = p.node_id AND ou.gpu_id IS NULL
-      AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s))
-GROUP BY p.offer_id, p.node_id"""
-
 # Measured availability of a pool over the last 90 days: GPU-seconds lost to outages (a node-wide
 # outage costs every GPU of the node) over GPU-seconds in the period. Outages of one node never
 # overlap each other (inventory's constraints and services), so the seconds simply add up.
@@ -416,22 +214,14 @@ LIMIT %(limit)s OFFSET %(offset)s
 """
 
 
-def _base_params(*, window: Window, pricing_mode: str) -> dict[str, Any]:
-    return {
-        "start": window.start,
-        "end": window.end,
-        "healthy": GpuHealth.OK,
-        "active": NodeStatus.ACTIVE,
-        "retired": NodeStatus.RETIRED,
-        # Interruptible requests must not count preemptible GPUs as free: they cannot preempt.
-        "may_preempt": pricing_mode != PricingMode.INTERRUPTIBLE,
-    }
-
-
 def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
     """The SQL text and parameters of a capacity search (the benchmark times it bare)."""
     now = filters.now or timezone.now()
-    params = _base_params(window=filters.window, pricing_mode=filters.pricing_mode)
+    params = free_params(
+        start=filters.window.start,
+        end=filters.window.end,
+        may_preempt=may_preempt_for(filters.pricing_mode),
+    )
     params.update(
         mode=filters.pricing_mode,
         term_months=filters.term_months,
@@ -490,9 +280,9 @@ def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
     ordering = filters.ordering
     descending = ordering.startswith("-")
     # Two plans for one rule. A search narrowed to a few pools probes the allocation index once
-    # per GPU of those pools; a broad one finds every blocked GPU of the window once and
-    # anti-joins by hash. PostgreSQL cannot pick between them itself: it underestimates the
-    # pool CTE by orders of magnitude and would probe 80,000 GPUs one by one.
+    # per GPU of those pools; a broad one counts the blocked GPUs of every node once, from the
+    # covering index over live periods, and subtracts them from the node's GPUs. PostgreSQL
+    # cannot pick between them itself: it underestimates the pool CTE by orders of magnitude.
     set_based = not (
         filters.offer_ids
         or len(filters.gpu_models) == 1
@@ -505,9 +295,9 @@ def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
         rate=_RATE_SQL,
         offer_filters="".join(f"\n    AND {condition}" for condition in offer_filters),
         price_filters="".join(f" AND {condition}" for condition in price_filters),
-        pool=_POOL_SQL.format(node_filters=node_filters),
-        blocked=f"\nblocked AS MATERIALIZED ({_BLOCKED_SQL})," if set_based else "",
-        free_per_node=_SEARCH_FREE_PER_NODE_SQL if set_based else _FREE_PER_NODE_SQL,
+        pool=POOL_SQL.format(node_filters=node_filters),
+        blocked=f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else "",
+        free_per_node=SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL,
         downtime=_DOWNTIME_SQL,
         reliability=_RELIABILITY_SQL,
         order=_ORDER_SQL[ordering.lstrip("-")],
@@ -620,54 +410,3 @@ def capacity_search_page(*, filters: CapacityFilters) -> CapacityPage:
 def capacity_search(*, filters: CapacityFilters) -> list[CapacityResult]:
     """Offers with at least `min_gpus` GPUs free for the whole window, priced for the term."""
     return capacity_search_page(filters=filters).results
-
-
-@dataclass(frozen=True)
-class OfferCapacity:
-    """Free GPUs of one offer's pool for a window, node by node."""
-
-    offer_id: int
-    free_by_node: dict[int, int]
-
-    @property
-    def free_gpus(self) -> int:
-        """Free GPUs across the pool."""
-        return sum(self.free_by_node.values())
-
-    @property
-    def max_free_on_one_node(self) -> int:
-        """The most free GPUs on a single node (0 when none)."""
-        return max(self.free_by_node.values(), default=0)
-
-
-_FREE_COUNTS_SQL = f"""
-WITH candidate_offers AS (
-  SELECT o.id, o.site_id, o.gpu_model_id,
-         EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes
-  FROM leasing_offer o WHERE o.id = ANY(%(offer_ids)s)
-),
-pool AS ({_POOL_SQL.format(node_filters="")}),
-free_per_node AS ({_FREE_PER_NODE_SQL})
-SELECT offer_id, node_id, free FROM free_per_node
-"""
-
-
-def free_gpu_counts(
-    *, offer_ids: Sequence[int], start: datetime, end: datetime, pricing_mode: str
-) -> dict[int, OfferCapacity]:
-    """Free GPUs per node of each offer's pool for the whole [start, end), in one query.
-
-    The same rule as capacity search: healthy GPUs of active nodes, no overlapping live
-    allocation (preemptible ones do not count for on-demand and reserved requests) and no
-    outage meeting the window. Offers with nothing free map to an empty OfferCapacity.
-    """
-    capacities = {offer_id: OfferCapacity(offer_id, {}) for offer_id in offer_ids}
-    if not capacities:
-        return capacities
-    params = _base_params(window=Window(start, end), pricing_mode=pricing_mode)
-    params["offer_ids"] = list(capacities)
-    with connection.cursor() as cursor:
-        cursor.execute(_FREE_COUNTS_SQL, params)
-        for offer_id, node_id, free in cursor.fetchall():
-            capacities[offer_id].free_by_node[node_id] = free
-    return capacities

@@ -1,0 +1,64 @@
+"""Reads of the leasing app: offers and SLA offerings by visibility, windows, capacity search.
+
+`visibility` scopes querysets to the caller, `windows` validates search and quote windows,
+`free` holds the one "free GPU" rule, and `capacity` the search built on it. Every name other
+modules use is importable from here.
+"""
+
+from leasing.selectors.capacity import (
+    INTERCONNECTS,
+    ORDERINGS,
+    RELIABILITY_DAYS,
+    CapacityFilters,
+    CapacityPage,
+    CapacityResult,
+    capacity_search,
+    capacity_search_page,
+    capacity_sql,
+)
+from leasing.selectors.free import (
+    FREE_GPU_CONDITION,
+    OfferCapacity,
+    free_gpu_counts,
+    free_params,
+)
+from leasing.selectors.visibility import (
+    offers_visible,
+    offers_writable,
+    quotes_of,
+    sla_offerings_visible,
+    sla_offerings_writable,
+)
+from leasing.selectors.windows import (
+    MAX_TERM_MONTHS,
+    MAX_WINDOW,
+    START_SKEW,
+    Window,
+    window_resolve,
+)
+
+__all__ = [
+    "FREE_GPU_CONDITION",
+    "INTERCONNECTS",
+    "MAX_TERM_MONTHS",
+    "MAX_WINDOW",
+    "ORDERINGS",
+    "RELIABILITY_DAYS",
+    "START_SKEW",
+    "CapacityFilters",
+    "CapacityPage",
+    "CapacityResult",
+    "OfferCapacity",
+    "Window",
+    "capacity_search",
+    "capacity_search_page",
+    "capacity_sql",
+    "free_gpu_counts",
+    "free_params",
+    "offers_visible",
+    "offers_writable",
+    "quotes_of",
+    "sla_offerings_visible",
+    "sla_offerings_writable",
+    "window_resolve",
+]

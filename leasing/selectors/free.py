@@ -1,0 +1,162 @@
+"""The "free GPU" rule, written once: capacity search, quotes and placement all use it.
+
+A GPU is free for a window when it is healthy, its node is active, no live allocation overlaps
+(preemptible ones are not in the way of an on-demand or reserved request: they can be cut short)
+and no outage of the node or of that GPU meets the window. `FREE_GPU_CONDITION` decides one GPU
+(`g`, of node `n`); `BLOCKED_PER_NODE_SQL` is the same rule set-based, for searches over many
+nodes at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from inventory.choices import GpuHealth, NodeStatus
+from leasing.choices import PricingMode
+
+# Parameters: healthy, active, start, end, may_preempt (see free_params).
+FREE_GPU_CONDITION = """
+g.health = %(healthy)s
+AND n.status = %(active)s
+AND NOT EXISTS (
+  SELECT 1 FROM leasing_allocation a
+  WHERE a.gpu_id = g.id AND a.released_at IS NULL
+    AND a.period && tstzrange(%(start)s, %(end)s, '[)')
+    AND NOT (a.preemptible AND %(may_preempt)s)
+)
+AND NOT EXISTS (
+  SELECT 1 FROM inventory_outage ou
+  WHERE ou.node_id = g.node_id AND (ou.gpu_id IS NULL OR ou.gpu_id = g.id)
+    AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s)
+)"""
+
+# GPUs of each node that FREE_GPU_CONDITION refuses for a reason of their own: an overlapping
+# live allocation, an outage of that GPU, or bad health. A GPU with several reasons counts once
+# (UNION, not UNION ALL). Allocations are read node by node from the covering SP-GiST index over
+# live periods (node, GPU and preemptible included): no heap visit, no per-GPU probe. Node-wide
+# reasons (inactive node, node outage) are applied by the caller to the whole node. Needs the
+# CTE `pool` (offer_id, node_id, gpu_count, node_status): only its nodes are counted, by hash
+# (`+ 0` keeps the planner, which underestimates the pool, from probing node by node).
+BLOCKED_PER_NODE_SQL = """
+SELECT blocked.node_id, count(*) AS blocked
+FROM (
+  SELECT a.node_id, a.gpu_id FROM leasing_allocation a
+  WHERE a.released_at IS NULL
+    AND a.period && tstzrange(%(start)s, %(end)s, '[)')
+    AND NOT (a.preemptible AND %(may_preempt)s)
+    AND a.node_id + 0 IN (SELECT pool.node_id FROM pool)
+  UNION
+  SELECT g.node_id, g.id FROM inventory_outage ou
+  JOIN inventory_gpu g ON g.id = ou.gpu_id AND g.node_id = ou.node_id
+  WHERE ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s)
+  UNION
+  SELECT g.node_id, g.id FROM inventory_gpu g WHERE g.health <> %(healthy)s
+) blocked
+GROUP BY blocked.node_id"""
+
+# Free GPUs per node of the pool, set-based: the node's GPUs minus its blocked ones, for active
+# nodes with no node-wide outage in the window (a hashed NOT IN: few nodes are down at once).
+# Needs the CTEs `pool` and `blocked_per_node`.
+# A node has exactly gpu_count GPU rows (inventory.services.nodes keeps them in step; the pool's
+# GPU total already counts by it).
+SEARCH_FREE_PER_NODE_SQL = """
+SELECT p.offer_id, p.node_id, p.gpu_count - coalesce(b.blocked, 0) AS free
+FROM pool p
+LEFT JOIN blocked_per_node b ON b.node_id = p.node_id
+WHERE p.node_status = %(active)s
+  AND p.gpu_count > coalesce(b.blocked, 0)
+  AND p.node_id NOT IN (
+    SELECT ou.node_id FROM inventory_outage ou
+    WHERE ou.gpu_id IS NULL
+      AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s))"""
+
+# The nodes of each candidate offer: the named ones, or every node of its model at its site.
+POOL_SQL = """
+SELECT co.id AS offer_id, n.id AS node_id, n.gpu_count, n.status AS node_status
+FROM candidate_offers co
+JOIN inventory_node n ON n.site_id = co.site_id AND n.gpu_model_id = co.gpu_model_id
+WHERE n.status <> %(retired)s {node_filters}
+  AND (NOT co.named_nodes OR EXISTS (
+    SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = co.id AND x.node_id = n.id))"""
+
+# Free GPUs per node of the pool, GPU by GPU: best when the pool is a few nodes.
+FREE_PER_NODE_SQL = f"""
+SELECT p.offer_id, p.node_id, count(*) AS free
+FROM pool p
+JOIN inventory_node n ON n.id = p.node_id
+JOIN inventory_gpu g ON g.node_id = n.id
+WHERE {FREE_GPU_CONDITION}
+GROUP BY p.offer_id, p.node_id"""
+
+
+def free_params(*, start: datetime, end: datetime, may_preempt: bool) -> dict[str, Any]:
+    """The parameters FREE_GPU_CONDITION and BLOCKED_PER_NODE_SQL read."""
+    return {
+        "start": start,
+        "end": end,
+        "healthy": GpuHealth.OK,
+        "active": NodeStatus.ACTIVE,
+        "retired": NodeStatus.RETIRED,
+        "may_preempt": may_preempt,
+    }
+
+
+def may_preempt_for(pricing_mode: str) -> bool:
+    """Interruptible requests must not count preemptible GPUs as free: they cannot preempt."""
+    return pricing_mode != PricingMode.INTERRUPTIBLE
+
+
+@dataclass(frozen=True)
+class OfferCapacity:
+    """Free GPUs of one offer's pool for a window, node by node."""
+
+    offer_id: int
+    free_by_node: dict[int, int]
+
+    @property
+    def free_gpus(self) -> int:
+        """Free GPUs across the pool."""
+        return sum(self.free_by_node.values())
+
+    @property
+    def max_free_on_one_node(self) -> int:
+        """The most free GPUs on a single node (0 when none)."""
+        return max(self.free_by_node.values(), default=0)
+
+
+_FREE_COUNTS_SQL = f"""
+WITH candidate_offers AS (
+  SELECT o.id, o.site_id, o.gpu_model_id,
+         EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes
+  FROM leasing_offer o WHERE o.id = ANY(%(offer_ids)s)
+),
+pool AS ({POOL_SQL.format(node_filters="")}),
+free_per_node AS ({FREE_PER_NODE_SQL})
+SELECT offer_id, node_id, free FROM free_per_node
+"""
+
+
+def free_gpu_counts(
+    *, offer_ids: Sequence[int], start: datetime, end: datetime, pricing_mode: str
+) -> dict[int, OfferCapacity]:
+    """Free GPUs per node of each offer's pool for the whole [start, end), in one query.
+
+    The same rule as capacity search: healthy GPUs of active nodes, no overlapping live
+    allocation (preemptible ones do not count for on-demand and reserved requests) and no
+    outage meeting the window. Offers with nothing free map to an empty OfferCapacity.
+    """
+    capacities = {offer_id: OfferCapacity(offer_id, {}) for offer_id in offer_ids}
+    if not capacities:
+        return capacities
+    params = free_params(start=start, end=end, may_preempt=may_preempt_for(pricing_mode))
+    params["offer_ids"] = list(capacities)
+    with connection.cursor() as cursor:
+        cursor.execute(_FREE_COUNTS_SQL, params)
+        for offer_id, node_id, free in cursor.fetchall():
+            capacities[offer_id].free_by_node[node_id] = free
+    return capacities
