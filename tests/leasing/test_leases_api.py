@@ -400,3 +400,28 @@ def test_an_expired_quote_cannot_be_held_or_leased(client_for, provider, custome
         assert response.status_code == 409
         assert response.json()["code"] == "quote_expired"
     assert Allocation.objects.count() == 0
+
+
+def test_a_lease_ends_early_through_its_contract_exit_terms(client_for, provider, customer):
+    offer, _ = make_pool(provider, contract_template=[EXIT_3_MONTHS])
+    client = client_for(customer)
+    start = next_hour()
+    lease = client.post(
+        LEASES,
+        {"offer": offer.pk, "gpu_count": 2, "start": start.isoformat(), "hours": 24 * 200},
+        format="json",
+    ).json()
+    exit_date = (start + timedelta(days=60)).date()
+    response = client.post(
+        f"{LEASES}{lease['id']}/exit", {"exit_date": exit_date.isoformat()}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    ended_at = response.json()["end"]
+    # 30 days' notice for the lessee: the exit date (day 60) is past it, so that is the end.
+    assert ended_at.startswith(exit_date.isoformat())
+    assert all(
+        row["end"] == ended_at.replace("Z", "+00:00") for row in response.json()["allocations"]
+    )
+    contract = Lease.objects.get(pk=lease["id"]).contract
+    assert contract.status == ContractStatus.NOTICE_GIVEN
+    assert contract.events.filter(kind=EventKind.EXIT_FEE).exists()
