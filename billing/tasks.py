@@ -8,6 +8,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils.dateparse import parse_datetime
 
+from billing.services.cycle import billing_cycle_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 
 
@@ -22,3 +23,23 @@ def rollup_usage(since: str | None = None) -> int:
 def ingest_rollup_refresh(batch_id: int) -> int:
     """Right after a batch committed: refresh the hourly rollups its events touched."""
     return usage_rollups_refresh_batch(batch_id=batch_id)
+
+
+@shared_task(name="billing.run_cycle")
+def run_cycle(as_of: str | None = None) -> int:
+    """Beat: draft invoices of ended periods, finalize drafts past grace; returns the run id."""
+    return billing_cycle_run(now=parse_datetime(as_of) if as_of else None).pk
+
+
+@shared_task(
+    name="billing.deliver_invoice",
+    autoretry_for=(ConnectionError, TimeoutError),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    max_retries=8,
+)
+def deliver_invoice(invoice_id: int) -> dict[str, object]:
+    """PDF, e-mail and Stripe for one finalized invoice; every step resumes where it stopped."""
+    from billing.services.delivery import invoice_deliver
+
+    return invoice_deliver(invoice_id=invoice_id)

@@ -5,6 +5,7 @@ DJANGO_ENV=production refuses to start without SECRET_KEY and ALLOWED_HOSTS.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import django_stubs_ext
@@ -250,6 +251,12 @@ CELERY_TASK_ALWAYS_EAGER = False
 STRIPE_API_KEY = env.str("STRIPE_API_KEY", default="")
 STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="")
 STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
+
+# --- billing: the grace after a period ends before its invoice is final (late usage after it
+# lands on the next invoice), payment terms, and the tax rate printed on invoices ---
+BILLING_FINALIZE_GRACE_HOURS = env.float("BILLING_FINALIZE_GRACE_HOURS", default=1.0)
+BILLING_PAYMENT_TERMS_DAYS = env.int("BILLING_PAYMENT_TERMS_DAYS", default=30)
+BILLING_TAX_RATE_PCT = Decimal(env.str("BILLING_TAX_RATE_PCT", default="0"))
 
 # --- idempotency ---
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)

@@ -1,5 +1,21 @@
 """Billing models, one module per area; import them from here."""
 
+from billing.models.invoices import (
+    INVOICE_TRANSITIONS,
+    ISSUED_STATUSES,
+    BillingRun,
+    BillingRunKind,
+    CreditNote,
+    CreditNoteLine,
+    DocumentSequence,
+    Invoice,
+    InvoiceLine,
+    InvoiceStatus,
+    LineKind,
+    NumberSeries,
+    StripeCustomer,
+    StripeEvent,
+)
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -8,4 +24,24 @@ from billing.models.usage import (
     UsageStatus,
 )
 
-__all__ = ["UsageBatch", "UsageEvent", "UsageRollup", "UsageRollupRun", "UsageStatus"]
+__all__ = [
+    "INVOICE_TRANSITIONS",
+    "ISSUED_STATUSES",
+    "BillingRun",
+    "BillingRunKind",
+    "CreditNote",
+    "CreditNoteLine",
+    "DocumentSequence",
+    "Invoice",
+    "InvoiceLine",
+    "InvoiceStatus",
+    "LineKind",
+    "NumberSeries",
+    "StripeCustomer",
+    "StripeEvent",
+    "UsageBatch",
+    "UsageEvent",
+    "UsageRollup",
+    "UsageRollupRun",
+    "UsageStatus",
+]

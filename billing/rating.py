@@ -1,0 +1,418 @@
+"""Rating, pure: contract terms, recorded decisions and metered quantities → invoice lines.
+
+No ORM here. The caller gathers the facts (billing.selectors.rating) and stores the result
+(billing.services.invoices). Every line carries quantity, unit, unit price, amount, a sentence
+and the contract events that shaped it; decisions made here (SLA credit, true-up, prepayment)
+come back as engine Decisions for the caller to record and link.
+
+Money follows DESIGN.md invariant 5: each line is rounded once, half-up, to the currency's
+minor unit; the subtotal is the sum of the lines; tax is rounded once on the taxable lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from billing.metering import CardHourUsage
+from contracts import engine
+from core.money import Money, round_money
+
+MILLION = Decimal(1_000_000)
+SECONDS_PER_HOUR = Decimal(3600)
+QUANTITY_PLACES = Decimal("0.000001")
+
+
+@dataclass(frozen=True, slots=True)
+class RateStep:
+    """A recorded rate change (price step, hardware replacement) in force from `start`."""
+
+    start: datetime
+    rate: Decimal
+    event_id: int
+    explanation: str
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Successful tokens and request counts of one stretch of time."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests_success: int = 0
+    requests_total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LateTokens:
+    """Usage that arrived after its own period was closed, billed now as an adjustment."""
+
+    period_start: datetime
+    period_end: datetime
+    usage: TokenUsage
+    events: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceLevel:
+    """Measured service levels of the period (None: not measured)."""
+
+    uptime_pct: Decimal | None = None
+    ttft_p95_ms: Decimal | None = None
+    tpot_p99_ms: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCharge:
+    """An amount a contract event already decided (an early-termination fee)."""
+
+    kind: str
+    amount: Money
+    explanation: str
+    event_id: int
+    effective_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RatingInput:
+    """Everything rating needs for one contract and one billing period, as plain values."""
+
+    terms: engine.ContractTerms
+    period: engine.Period
+    is_final_period: bool
+    subject: str
+    tax_rate_pct: Decimal = Decimal(0)
+    rate_steps: tuple[RateStep, ...] = ()
+    card_hours: CardHourUsage | None = None
+    tokens: TokenUsage | None = None
+    late_tokens: tuple[LateTokens, ...] = ()
+    service_level: ServiceLevel = ServiceLevel()
+    recorded_charges: tuple[RecordedCharge, ...] = ()
+    prepaid_balance: Money | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LineDraft:
+    """One invoice line before it is stored."""
+
+    kind: str
+    description: str
+    quantity: Decimal
+    unit: str
+    unit_price: Decimal
+    amount: Money
+    taxable: bool = True
+    service_start: datetime | None = None
+    service_end: datetime | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+    event_ids: tuple[int, ...] = ()
+    decision: engine.Decision | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RatedInvoice:
+    """The lines and totals of one period."""
+
+    currency: str
+    lines: tuple[LineDraft, ...]
+    subtotal: Money
+    taxable_amount: Money
+    tax_rate_pct: Decimal
+    tax: Money
+    total: Money
+
+
+def _day(at: datetime) -> str:
+    return at.date().isoformat()
+
+
+def _quantity(value: Decimal) -> Decimal:
+    return value.quantize(QUANTITY_PLACES)
+
+
+def _card_hour_lines(facts: RatingInput) -> list[LineDraft]:
+    """One line per rate in force during the period: GPU-hours x rate, prorated per second."""
+    usage = facts.card_hours
+    terms = facts.terms
+    if usage is None or terms.base_rate_per_gpu_hour is None:
+        return []
+    period = facts.period
+    # The rate schedule as recorded: base rate from the term start, then each recorded change.
+    starts: list[tuple[datetime, Decimal, RateStep | None]] = [
+        (terms.term_start, terms.base_rate_per_gpu_hour, None)
+    ]
+    starts += [(step.start, step.rate, step) for step in sorted(facts.rate_steps, key=_step_key)]
+    lines: list[LineDraft] = []
+    for index, (start, rate, step) in enumerate(starts):
+        end = starts[index + 1][0] if index + 1 < len(starts) else period.end
+        piece_start, piece_end = max(start, period.start), min(end, period.end)
+        if piece_start >= piece_end:
+            continue
+        gpu_seconds = usage.seconds_between(piece_start, piece_end)
+        if gpu_seconds == 0:
+            continue
+        hours = Decimal(gpu_seconds) / SECONDS_PER_HOUR
+        amount = round_money(Decimal(gpu_seconds) * rate / SECONDS_PER_HOUR, terms.currency)
+        why = f"; rate since {_day(step.start)}: {step.explanation}" if step else ""
+        lines.append(
+            LineDraft(
+                kind="card_hours",
+                description=(
+                    f"{facts.subject}: {_quantity(hours).normalize():f} GPU-hours from "
+                    f"{_day(piece_start)} to {_day(piece_end)} at {rate.normalize():f} "
+                    f"{terms.currency} per GPU-hour{why}"
+                ),
+                quantity=_quantity(hours),
+                unit="GPU-hour",
+                unit_price=rate,
+                amount=Money(amount, terms.currency),
+                service_start=piece_start,
+                service_end=piece_end,
+                inputs={
+                    "gpu_seconds": gpu_seconds,
+                    "gpus_metered": len(usage.gpus),
+                    "outage_gpu_seconds": usage.outage_seconds,
+                    "billing_start": usage.billing_start.isoformat()
+                    if usage.billing_start
+                    else None,
+                    "gpu_seconds_by_node": {
+                        str(node): part
+                        for node, part in sorted(
+                            usage.seconds_by_node(piece_start, piece_end).items()
+                        )
+                    },
+                },
+                event_ids=(step.event_id,) if step else (),
+            )
+        )
+    return lines
+
+
+def _step_key(step: RateStep) -> tuple[datetime, int]:
+    return (step.start, step.event_id)
+
+
+def _token_line(
+    facts: RatingInput,
+    *,
+    kind: str,
+    tokens: int,
+    rate: Decimal | None,
+    what: str,
+    start: datetime,
+    end: datetime,
+    note: str = "",
+) -> LineDraft | None:
+    """Successful tokens x the rate per million tokens."""
+    currency = facts.terms.currency
+    if tokens == 0 or rate is None:
+        return None
+    amount = round_money(Decimal(tokens) * rate / MILLION, currency)
+    return LineDraft(
+        kind=kind,
+        description=(
+            f"{facts.subject}: {tokens:,} successful {what} tokens from {_day(start)} to "
+            f"{_day(end)} at {rate.normalize():f} {currency} per million{note}"
+        ),
+        quantity=_quantity(Decimal(tokens) / MILLION),
+        unit=f"million {what} tokens",
+        unit_price=rate,
+        amount=Money(amount, currency),
+        service_start=start,
+        service_end=end,
+        inputs={"tokens": tokens},
+    )
+
+
+def _token_lines(facts: RatingInput) -> list[LineDraft]:
+    """Input and output tokens of the period, then late usage of earlier periods."""
+    terms = facts.terms
+    lines: list[LineDraft | None] = []
+    if facts.tokens is not None:
+        for kind, tokens, rate, what in (
+            (
+                "input_tokens",
+                facts.tokens.input_tokens,
+                terms.rate_per_million_input_tokens,
+                "input",
+            ),
+            (
+                "output_tokens",
+                facts.tokens.output_tokens,
+                terms.rate_per_million_output_tokens,
+                "output",
+            ),
+        ):
+            lines.append(
+                _token_line(
+                    facts,
+                    kind=kind,
+                    tokens=tokens,
+                    rate=rate,
+                    what=what,
+                    start=facts.period.start,
+                    end=facts.period.end,
+                )
+            )
+    for late in sorted(facts.late_tokens, key=lambda item: item.period_start):
+        note = f" (late usage of the period from {_day(late.period_start)}, {late.events} events)"
+        for kind, tokens, rate, what in (
+            (
+                "late_input_tokens",
+                late.usage.input_tokens,
+                terms.rate_per_million_input_tokens,
+                "input",
+            ),
+            (
+                "late_output_tokens",
+                late.usage.output_tokens,
+                terms.rate_per_million_output_tokens,
+                "output",
+            ),
+        ):
+            lines.append(
+                _token_line(
+                    facts,
+                    kind=kind,
+                    tokens=tokens,
+                    rate=rate,
+                    what=what,
+                    start=late.period_start,
+                    end=late.period_end,
+                    note=note,
+                )
+            )
+    return [line for line in lines if line is not None]
+
+
+def _decision_line(
+    decision: engine.Decision, *, kind: str, sign: int, currency: str, taxable: bool = True
+) -> LineDraft:
+    """A line that states one engine decision: its amount, with the decision's sentence."""
+    assert decision.amount is not None
+    amount = Money(decision.amount.amount * sign, currency)
+    return LineDraft(
+        kind=kind,
+        description=decision.explanation,
+        quantity=Decimal(1),
+        unit="each",
+        unit_price=amount.amount,
+        amount=amount,
+        taxable=taxable,
+        inputs=dict(decision.inputs),
+        decision=decision,
+    )
+
+
+def _sum(lines: list[LineDraft], currency: str, *, taxable_only: bool = False) -> Decimal:
+    return sum(
+        (line.amount.amount for line in lines if line.taxable or not taxable_only),
+        Decimal(0),
+    )
+
+
+def rate_period(facts: RatingInput) -> RatedInvoice:
+    """The invoice lines and totals of one contract period, in a fixed order.
+
+    Usage (card-hours per rate, tokens, late tokens) → SLA credit on the period's usage →
+    recorded fees → minimum-commitment true-up → tax → prepayment draw or deposit return.
+    """
+    terms = facts.terms
+    currency = terms.currency
+    period = facts.period
+    usage_lines = _card_hour_lines(facts) + _token_lines(facts)
+    lines = list(usage_lines)
+    period_usage = sum(
+        (line.amount.amount for line in usage_lines if not line.kind.startswith("late_")),
+        Decimal(0),
+    )
+
+    level = facts.service_level
+    credit = engine.sla_credit(
+        terms,
+        period_start=period.start,
+        period_end=period.end,
+        period_charge=Money(period_usage, currency),
+        uptime_pct=level.uptime_pct,
+        ttft_p95_ms=level.ttft_p95_ms,
+        tpot_p99_ms=level.tpot_p99_ms,
+    )
+    if credit is not None:
+        lines.append(_decision_line(credit, kind="sla_credit", sign=-1, currency=currency))
+
+    for charge in sorted(facts.recorded_charges, key=lambda c: (c.effective_at, c.event_id)):
+        lines.append(
+            LineDraft(
+                kind=charge.kind,
+                description=charge.explanation,
+                quantity=Decimal(1),
+                unit="each",
+                unit_price=charge.amount.amount,
+                amount=charge.amount,
+                event_ids=(charge.event_id,),
+            )
+        )
+
+    billable_hours = (
+        Decimal(facts.card_hours.billable_seconds) / SECONDS_PER_HOUR
+        if (facts.card_hours is not None)
+        else Decimal(0)
+    )
+    current_rate = (
+        next(
+            (
+                step.rate
+                for step in sorted(facts.rate_steps, key=_step_key, reverse=True)
+                if step.start < period.end
+            ),
+            terms.base_rate_per_gpu_hour,
+        )
+        if terms.pricing_basis == "card_hour"
+        else None
+    )
+    true_up = engine.minimum_commitment_true_up(
+        terms,
+        period_start=period.start,
+        period_end=period.end,
+        actual_spend=Money(period_usage, currency),
+        actual_card_hours=_quantity(billable_hours),
+        current_rate=current_rate,
+    )
+    if true_up is not None:
+        lines.append(_decision_line(true_up, kind="true_up", sign=1, currency=currency))
+
+    taxable = _sum(lines, currency, taxable_only=True)
+    tax = round_money(taxable * facts.tax_rate_pct / Decimal(100), currency)
+    before_prepayment = _sum(lines, currency) + tax
+
+    if facts.prepaid_balance is not None:
+        prepaid = engine.prepayment_draw(
+            terms,
+            invoice_total=Money(max(before_prepayment, Decimal(0)), currency),
+            balance_remaining=facts.prepaid_balance,
+            period_end=period.end,
+            is_final_period=facts.is_final_period,
+        )
+        if prepaid is not None:
+            lines.append(
+                _decision_line(
+                    prepaid,
+                    kind=prepaid.kind,
+                    sign=-1,
+                    currency=currency,
+                    taxable=False,
+                )
+            )
+
+    subtotal = _sum(lines, currency)
+    return RatedInvoice(
+        currency=currency,
+        lines=tuple(lines),
+        subtotal=Money(subtotal, currency),
+        taxable_amount=Money(taxable, currency),
+        tax_rate_pct=facts.tax_rate_pct,
+        tax=Money(tax, currency),
+        total=Money(subtotal + tax, currency),
+    )

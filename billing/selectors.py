@@ -1,0 +1,326 @@
+"""Reads of billing: which periods are due, and the plain facts rating needs for one period."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime
+from decimal import Decimal
+
+from django.db import connection
+from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.db.models import Count, Q, QuerySet, Sum
+
+from billing.metering import AllocatedGpu, CardHourUsage, Interval, meter_card_hours
+from billing.models import ISSUED_STATUSES, Invoice, InvoiceLine, LineKind, UsageEvent
+from billing.rating import (
+    LateTokens,
+    RateStep,
+    RatingInput,
+    RecordedCharge,
+    ServiceLevel,
+    TokenUsage,
+)
+from contracts import engine
+from contracts.choices import ContractStatus, EventKind, PricingBasis
+from contracts.models import Contract, ContractEvent
+from contracts.selectors import RATE_EVENT_KINDS, contract_terms
+from core.money import Money
+from inventory.models import GpuModel, Outage
+from leasing.models import Allocation, Lease
+
+BILLABLE_STATUSES = (
+    ContractStatus.ACTIVE,
+    ContractStatus.NOTICE_GIVEN,
+    ContractStatus.SUSPENDED,
+    ContractStatus.ENDED,
+    ContractStatus.PENDING_ACCEPTANCE,
+)
+
+
+def contract_ends_at(contract: Contract) -> datetime:
+    """When service under the contract stops: the term's end, an exit date or the actual end."""
+    ends = [contract.term_end]
+    if contract.ended_at is not None:
+        ends.append(contract.ended_at)
+    if contract.exit_effective_at is not None:
+        ends.append(contract.exit_effective_at)
+    return min(ends)
+
+
+def billable_periods(contract: Contract, terms: engine.ContractTerms) -> list[engine.Period]:
+    """The contract's billing periods from its billing start, cut at its end."""
+    if contract.billing_start is None:
+        return []
+    ends_at = contract_ends_at(contract)
+    periods = []
+    for period in engine.billing_periods(terms):
+        if period.start >= ends_at:
+            break
+        if period.end <= contract.billing_start:
+            continue
+        periods.append(engine.Period(period.start, min(period.end, ends_at)))
+    return periods
+
+
+def period_of(contract: Contract, *, start: datetime) -> engine.Period | None:
+    """The billable period of the contract that starts at `start`, if there is one."""
+    terms = contract_terms(contract)
+    return next((p for p in billable_periods(contract, terms) if p.start == start), None)
+
+
+def due_periods(*, now: datetime) -> list[tuple[Contract, engine.Period]]:
+    """Contract periods that ended by `now` and have no live (non-void) invoice yet."""
+    contracts = (
+        Contract.objects.filter(status__in=BILLABLE_STATUSES, billing_start__isnull=False)
+        .filter(billing_start__lt=now)
+        .prefetch_related("clauses")
+        .order_by("pk")
+    )
+    invoiced: dict[int, set[datetime]] = defaultdict(set)
+    for contract_id, start in (
+        Invoice.objects.exclude(status="void")
+        .filter(contract__in=contracts)
+        .values_list("contract_id", "period_start")
+    ):
+        invoiced[contract_id].add(start)
+    due = []
+    for contract in contracts:
+        for period in billable_periods(contract, contract_terms(contract)):
+            if period.end > now:
+                break
+            if period.start not in invoiced[contract.pk]:
+                due.append((contract, period))
+    return due
+
+
+def open_period(contract: Contract, *, now: datetime) -> engine.Period | None:
+    """The billable period running at `now` (for the live preview), cut at `now`."""
+    terms = contract_terms(contract)
+    for period in billable_periods(contract, terms):
+        if period.start <= now < period.end:
+            return period
+    return None
+
+
+# ---------------------------------------------------------------- facts for rating
+
+
+def _subject(contract: Contract, lease: Lease | None) -> str:
+    """How the invoice names what was leased."""
+    name = (
+        GpuModel.objects.filter(slug=contract.leased_model_slug)
+        .values_list("name", flat=True)
+        .first()
+    ) or contract.leased_model_slug
+    if lease is not None:
+        return f"{lease.gpu_count} x {name} (lease {lease.pk}, contract {contract.number})"
+    if contract.pricing_basis == PricingBasis.TOKEN_SLA:
+        return f"Token SLA {contract.number}"
+    return f"{contract.committed_gpus or ''} x {name} (contract {contract.number})".strip()
+
+
+def _card_hours(
+    contract: Contract, lease: Lease | None, period: engine.Period, now: datetime
+) -> CardHourUsage:
+    """Meter the lease's allocations over the period, with the outages of their GPUs."""
+    allocations = (
+        list(
+            Allocation.objects.filter(lease=lease, released_at__isnull=True).filter(
+                period__overlap=DateTimeTZRange(period.start, period.end, "[)")
+            )
+        )
+        if lease is not None
+        else []
+    )
+    node_ids = {a.node_id for a in allocations}
+    outages = Outage.objects.filter(node_id__in=node_ids, start__lt=period.end).filter(
+        Q(end__isnull=True) | Q(end__gt=period.start)
+    )
+    by_node: dict[int, list[tuple[int | None, Interval]]] = defaultdict(list)
+    for outage in outages:
+        # An ongoing outage counts until now: the period's bill waits for it to be closed.
+        end = outage.end or max(min(now, period.end), outage.start)
+        by_node[outage.node_id].append((outage.gpu_id, (outage.start, end)))
+    gpus = [
+        AllocatedGpu(
+            allocation_id=a.pk,
+            gpu_id=a.gpu_id,
+            node_id=a.node_id,
+            period=(a.period.lower, a.period.upper),
+            outages=tuple(
+                span for gpu_id, span in by_node[a.node_id] if gpu_id in (None, a.gpu_id)
+            ),
+        )
+        for a in allocations
+    ]
+    return meter_card_hours(
+        period=(period.start, period.end),
+        billing_start=contract.billing_start,
+        allocations=gpus,
+    )
+
+
+def _token_usage(events: QuerySet[UsageEvent]) -> TokenUsage:
+    totals = events.aggregate(
+        input_tokens=Sum("input_tokens", filter=Q(status="success")),
+        output_tokens=Sum("output_tokens", filter=Q(status="success")),
+        success=Count("pk", filter=Q(status="success")),
+        total=Count("pk"),
+    )
+    return TokenUsage(
+        input_tokens=totals["input_tokens"] or 0,
+        output_tokens=totals["output_tokens"] or 0,
+        requests_success=totals["success"],
+        requests_total=totals["total"],
+    )
+
+
+SERVICE_LEVEL_SQL = """
+SELECT
+    count(*) FILTER (WHERE status = 'success'),
+    count(*) FILTER (WHERE status <> 'rejected'),
+    percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms) FILTER (WHERE status = 'success'),
+    percentile_cont(0.99) WITHIN GROUP (ORDER BY tpot_ms) FILTER (WHERE status = 'success')
+FROM billing_usageevent
+WHERE contract_id = %s AND occurred_at >= %s AND occurred_at < %s
+"""
+
+
+def _token_service_level(contract: Contract, period: engine.Period) -> ServiceLevel:
+    """Availability (successes over requests not rejected by the client), TTFT p95, TPOT p99."""
+    with connection.cursor() as cursor:
+        cursor.execute(SERVICE_LEVEL_SQL, [contract.pk, period.start, period.end])
+        success, served, ttft_p95, tpot_p99 = cursor.fetchone()
+    uptime = (
+        (Decimal(success) * 100 / Decimal(served)).quantize(Decimal("0.0001")) if served else None
+    )
+
+    def ms(value: float | None) -> Decimal | None:
+        return None if value is None else Decimal(str(round(value, 3)))
+
+    return ServiceLevel(uptime_pct=uptime, ttft_p95_ms=ms(ttft_p95), tpot_p99_ms=ms(tpot_p99))
+
+
+def _late_tokens(
+    contract: Contract, terms: engine.ContractTerms, period: engine.Period, is_final: bool
+) -> tuple[LateTokens, ...]:
+    """Late events received during this period (or after it, on the final invoice), by period."""
+    received = Q(received_at__gte=period.start)
+    if not is_final:
+        received &= Q(received_at__lt=period.end)
+    rows = (
+        UsageEvent.objects.filter(contract=contract, is_late=True, occurred_at__lt=period.start)
+        .filter(received)
+        .values_list("occurred_at", "status", "input_tokens", "output_tokens")
+    )
+    grouped: dict[engine.Period, list[int]] = {}
+    for occurred_at, status, input_tokens, output_tokens in rows.iterator():
+        origin = engine.period_containing(terms, occurred_at)
+        totals = grouped.setdefault(origin, [0, 0, 0, 0])
+        totals[3] += 1
+        if status == "success":
+            totals[0] += input_tokens
+            totals[1] += output_tokens
+            totals[2] += 1
+    return tuple(
+        LateTokens(
+            period_start=origin.start,
+            period_end=origin.end,
+            usage=TokenUsage(
+                input_tokens=t[0], output_tokens=t[1], requests_success=t[2], requests_total=t[3]
+            ),
+            events=t[3],
+        )
+        for origin, t in sorted(grouped.items(), key=lambda item: item[0].start)
+    )
+
+
+def _rate_steps(contract: Contract) -> tuple[RateStep, ...]:
+    events = ContractEvent.objects.filter(
+        contract=contract, kind__in=RATE_EVENT_KINDS, rate__isnull=False
+    ).order_by("effective_at", "id")
+    return tuple(
+        RateStep(start=e.effective_at, rate=e.rate, event_id=e.pk, explanation=e.explanation)  # type: ignore[arg-type]
+        for e in events
+    )
+
+
+def _recorded_charges(
+    contract: Contract, period: engine.Period, is_final: bool
+) -> tuple[RecordedCharge, ...]:
+    """Exit fees dated in the period; the final invoice also takes those dated at its end."""
+    when = Q(effective_at__gte=period.start) & (Q() if is_final else Q(effective_at__lt=period.end))
+    events = ContractEvent.objects.filter(contract=contract, kind=EventKind.EXIT_FEE).filter(when)
+    return tuple(
+        RecordedCharge(
+            kind=LineKind.EXIT_FEE,
+            amount=Money(e.amount, e.currency),  # type: ignore[arg-type]
+            explanation=e.explanation,
+            event_id=e.pk,
+            effective_at=e.effective_at,
+        )
+        for e in events.filter(amount__gt=0)
+    )
+
+
+def _prepaid_balance(
+    contract: Contract, terms: engine.ContractTerms, invoice: Invoice | None
+) -> Money | None:
+    """The prepayment still unused: the prepaid amount less what issued invoices drew from it."""
+    prepaid = engine.prepayment_amount(terms)
+    if prepaid is None:
+        return None
+    used = (
+        InvoiceLine.objects.filter(
+            invoice__contract=contract,
+            invoice__status__in=ISSUED_STATUSES,
+            kind__in=(LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN),
+        )
+        .exclude(invoice=invoice)
+        .aggregate(total=Sum("amount"))["total"]
+    ) or Decimal(0)
+    return Money(prepaid.amount + used, prepaid.currency)
+
+
+def rating_input(
+    contract: Contract,
+    *,
+    period: engine.Period,
+    now: datetime,
+    tax_rate_pct: Decimal,
+    invoice: Invoice | None = None,
+) -> RatingInput:
+    """Gather every fact of one period that rating needs, as plain values."""
+    terms = contract_terms(contract)
+    is_final = period.end >= contract_ends_at(contract)
+    lease = Lease.objects.filter(contract=contract).first()
+    common = RatingInput(
+        terms=terms,
+        period=period,
+        is_final_period=is_final,
+        subject=_subject(contract, lease),
+        tax_rate_pct=tax_rate_pct,
+        recorded_charges=_recorded_charges(contract, period, is_final),
+        prepaid_balance=_prepaid_balance(contract, terms, invoice),
+    )
+    if contract.pricing_basis == PricingBasis.CARD_HOUR:
+        usage = _card_hours(contract, lease, period, now)
+        return replace(
+            common,
+            rate_steps=_rate_steps(contract),
+            card_hours=usage,
+            service_level=ServiceLevel(uptime_pct=usage.uptime_pct()),
+        )
+    on_time = UsageEvent.objects.filter(
+        contract=contract,
+        occurred_at__gte=period.start,
+        occurred_at__lt=period.end,
+        is_late=False,
+    )
+    return replace(
+        common,
+        tokens=_token_usage(on_time),
+        late_tokens=_late_tokens(contract, terms, period, is_final),
+        service_level=_token_service_level(contract, period),
+    )

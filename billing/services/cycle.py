@@ -1,0 +1,81 @@
+"""The billing cycle: draft ended periods, finalize drafts past their grace, hand over for delivery.
+
+Run by Celery beat on the `billing` queue. Each invoice is its own transaction, so a worker
+killed mid-run leaves whole drafts or whole finalized invoices; the next run (or a retry) picks
+up exactly what is left: due periods without an invoice, drafts whose grace is over.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from billing.models import BillingRun, BillingRunKind, Invoice, InvoiceStatus
+from billing.selectors import due_periods
+from billing.services.documents import finalize_grace, invoice_finalize
+from billing.services.invoices import ACTOR, invoice_generate
+from core.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+
+def _failure(stage: str, subject: str, exc: ApplicationError) -> dict[str, str]:
+    logger.warning("billing %s failed for %s: %s", stage, subject, exc)
+    return {"stage": stage, "subject": subject, "code": exc.code, "message": str(exc)}
+
+
+def _enqueue_delivery(invoice_id: int) -> None:
+    """Deliver after commit, by task name (tasks import services, not the other way round)."""
+    transaction.on_commit(
+        lambda: current_app.send_task("billing.deliver_invoice", args=[invoice_id])
+    )
+
+
+def billing_cycle_run(*, now: datetime | None = None, deliver: bool = True) -> BillingRun:
+    """Draft the invoices of ended periods and finalize the drafts whose grace is over."""
+    now = now or timezone.now()
+    run = BillingRun.objects.create(kind=BillingRunKind.CYCLE, started_at=timezone.now(), as_of=now)
+    failures: list[dict[str, str]] = []
+    created_ids: list[int] = []
+    for contract, period in due_periods(now=now):
+        try:
+            invoice, created = invoice_generate(
+                contract=contract, period_start=period.start, now=now
+            )
+        except ApplicationError as exc:
+            failures.append(_failure("draft", f"{contract.number} {period.start:%Y-%m-%d}", exc))
+            continue
+        if created:
+            created_ids.append(invoice.pk)
+    finalized_ids: list[int] = []
+    ready = Invoice.objects.filter(
+        status=InvoiceStatus.DRAFT, period_end__lte=now - finalize_grace()
+    ).order_by("period_end", "pk")
+    for invoice in ready:
+        try:
+            issued = invoice_finalize(invoice=invoice, actor=ACTOR, now=now)
+        except ApplicationError as exc:
+            failures.append(_failure("finalize", f"invoice {invoice.pk}", exc))
+            continue
+        if issued.status == InvoiceStatus.FINALIZED:
+            finalized_ids.append(issued.pk)
+            if deliver:
+                _enqueue_delivery(issued.pk)
+    run.drafts_created = len(created_ids)
+    run.finalized = len(finalized_ids)
+    run.failures = failures
+    run.summary = {"drafts": created_ids, "finalized": finalized_ids}
+    run.finished_at = timezone.now()
+    run.save()
+    logger.info(
+        "billing cycle as of %s: %s drafts, %s finalized, %s failures",
+        now.isoformat(),
+        len(created_ids),
+        len(finalized_ids),
+        len(failures),
+    )
+    return run

@@ -1,0 +1,234 @@
+"""Issued documents: invoice status changes, finalization with gapless numbers, void, credit notes.
+
+A finalized invoice never changes; corrections are credit notes (or void and reissue). Numbers
+come from DocumentSequence, locked inside the finalizing transaction, so a rolled-back
+finalization gives its number back and numbers stay gapless per issuer, series and year.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from accounts.models import Organization
+from billing.models import (
+    INVOICE_TRANSITIONS,
+    ISSUED_STATUSES,
+    CreditNote,
+    CreditNoteLine,
+    DocumentSequence,
+    Invoice,
+    InvoiceLine,
+    InvoiceStatus,
+    NumberSeries,
+)
+from core.errors import Conflict, SemanticError, ValidationFailed
+from core.money import round_money
+
+logger = logging.getLogger(__name__)
+
+SERIES_PREFIX = {NumberSeries.INVOICE: "INV", NumberSeries.CREDIT_NOTE: "CN"}
+
+
+def invoice_lock(invoice: Invoice | int) -> Invoice:
+    """Re-read one invoice under a row lock (inside a transaction)."""
+    pk = invoice if isinstance(invoice, int) else invoice.pk
+    return Invoice.objects.select_for_update().select_related("contract").get(pk=pk)
+
+
+def finalize_grace() -> timedelta:
+    """How long after a period's end its invoice stays a draft (late usage still counts)."""
+    return timedelta(hours=float(settings.BILLING_FINALIZE_GRACE_HOURS))
+
+
+def _next_number(*, issuer: Organization, series: str, year: int) -> tuple[int, str]:
+    """The next gapless number of the issuer's series in the year (locks the sequence row)."""
+    DocumentSequence.objects.get_or_create(issuer=issuer, series=series, year=year)
+    sequence = DocumentSequence.objects.select_for_update().get(
+        issuer=issuer, series=series, year=year
+    )
+    sequence.last_number += 1
+    sequence.save(update_fields=["last_number"])
+    prefix = SERIES_PREFIX[NumberSeries(series)]
+    return sequence.last_number, f"{prefix}-{issuer.slug.upper()}-{year}-{sequence.last_number:06d}"
+
+
+def invoice_transition(
+    *, invoice: Invoice, to_status: str, actor: str, at: datetime | None = None
+) -> Invoice:
+    """Move a locked invoice along the lifecycle map; Conflict for a move the map forbids."""
+    if to_status not in INVOICE_TRANSITIONS[invoice.status]:
+        raise Conflict(
+            f"Invoice {invoice} is {invoice.status}; it cannot become {to_status}.",
+            code="invalid_invoice_transition",
+            detail={"status": invoice.status, "requested": to_status},
+        )
+    at = at or timezone.now()
+    fields = ["status", "updated_at"]
+    if to_status == InvoiceStatus.PAID:
+        invoice.paid_at = at
+        fields.append("paid_at")
+    logger.info("invoice %s: %s -> %s by %s", invoice.pk, invoice.status, to_status, actor)
+    invoice.status = to_status
+    invoice.save(update_fields=fields)
+    return invoice
+
+
+@transaction.atomic
+def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = None) -> Invoice:
+    """Give a draft its number and due date; from here on it never changes. Rerun: a no-op.
+
+    The draft is re-rated first (usage that arrived within the grace window counts), so the
+    caller passes the draft and gets back what was issued.
+    """
+    from billing.services.invoices import invoice_rate_draft
+
+    now = now or timezone.now()
+    invoice = invoice_lock(invoice)
+    if invoice.status in ISSUED_STATUSES or invoice.status == InvoiceStatus.VOID:
+        return invoice
+    if now < invoice.period_end + finalize_grace():
+        raise Conflict(
+            "The period's grace window is not over; late usage may still arrive.",
+            code="grace_not_over",
+            detail={"finalizable_at": (invoice.period_end + finalize_grace()).isoformat()},
+        )
+    invoice_rate_draft(invoice=invoice, now=now)
+    year = now.year
+    invoice.sequence_number, invoice.number = _next_number(
+        issuer=invoice.issuer, series=NumberSeries.INVOICE, year=year
+    )
+    invoice.sequence_year = year
+    invoice.issued_at = now
+    invoice.due_at = now + timedelta(days=settings.BILLING_PAYMENT_TERMS_DAYS)
+    invoice.status = InvoiceStatus.FINALIZED
+    invoice.save(
+        update_fields=[
+            "sequence_number",
+            "number",
+            "sequence_year",
+            "issued_at",
+            "due_at",
+            "status",
+            "updated_at",
+        ]
+    )
+    logger.info("invoice %s finalized as %s by %s", invoice.pk, invoice.number, actor)
+    return invoice
+
+
+@transaction.atomic
+def invoice_void(
+    *, invoice: Invoice, reason: str, actor: str, now: datetime | None = None
+) -> Invoice:
+    """Void an issued invoice; the billing cycle then reissues the period from fresh facts."""
+    if not reason.strip():
+        raise ValidationFailed("A reason is required to void an invoice.", code="reason_required")
+    invoice = invoice_lock(invoice)
+    if invoice.credited_total > 0:
+        raise Conflict(
+            "An invoice with credit notes cannot be voided; issue another credit note instead.",
+            code="invoice_has_credit_notes",
+        )
+    invoice_transition(invoice=invoice, to_status=InvoiceStatus.VOID, actor=actor, at=now)
+    invoice.voided_at = now or timezone.now()
+    invoice.void_reason = f"{reason.strip()} ({actor})"
+    invoice.save(update_fields=["voided_at", "void_reason", "updated_at"])
+    return invoice
+
+
+@transaction.atomic
+def credit_note_issue(
+    *,
+    invoice: Invoice,
+    reason: str,
+    actor: str,
+    amount: Decimal | None = None,
+    line_amounts: Sequence[tuple[InvoiceLine, Decimal]] = (),
+    now: datetime | None = None,
+) -> CreditNote:
+    """Credit part of an issued invoice: a whole amount, or amounts against given lines.
+
+    Taxed like the invoice (tax on the taxable share, rounded once); the credited total can
+    never pass the invoice total, checked here under the invoice lock and by a constraint.
+    """
+    now = now or timezone.now()
+    if not reason.strip():
+        raise ValidationFailed("A reason is required for a credit note.", code="reason_required")
+    if (amount is None) == (not line_amounts):
+        raise ValidationFailed(
+            "Give either an amount or amounts per line.", code="credit_amount_required"
+        )
+    invoice = invoice_lock(invoice)
+    if invoice.status not in ISSUED_STATUSES:
+        raise Conflict(
+            f"Only an issued invoice can be credited; this one is {invoice.status}.",
+            code="invoice_not_issued",
+        )
+    parts: list[tuple[InvoiceLine | None, Decimal, str, bool]] = []
+    if amount is not None:
+        parts.append((None, amount, reason.strip(), True))
+    for line, line_amount in line_amounts:
+        if line.invoice_id != invoice.pk:
+            raise ValidationFailed(
+                "A credited line must belong to the invoice.", code="line_not_on_invoice"
+            )
+        already = line.credits.aggregate(total=Sum("amount"))["total"] or Decimal(0)
+        if line_amount > line.amount - already:
+            raise SemanticError(
+                f"Line {line.position} has {line.amount - already} left to credit.",
+                code="credit_exceeds_line",
+            )
+        parts.append(
+            (line, line_amount, f"Credit on line {line.position}: {line.description}", line.taxable)
+        )
+    for _, part, _, _ in parts:
+        if part <= 0 or round_money(part, invoice.currency) != part:
+            raise ValidationFailed(
+                "Credited amounts must be positive and in the currency's minor unit.",
+                code="invalid_credit_amount",
+            )
+    subtotal = sum((part for _, part, _, _ in parts), Decimal(0))
+    taxable = sum((part for _, part, _, is_taxable in parts if is_taxable), Decimal(0))
+    tax = round_money(taxable * invoice.tax_rate_pct / Decimal(100), invoice.currency)
+    total = subtotal + tax
+    if invoice.credited_total + total > invoice.total:
+        raise SemanticError(
+            f"Credits would reach {invoice.credited_total + total} {invoice.currency}, more "
+            f"than the invoice total {invoice.total}.",
+            code="credit_exceeds_invoice",
+            detail={"remaining": str(invoice.total - invoice.credited_total)},
+        )
+    year = now.year
+    sequence_number, number = _next_number(
+        issuer=invoice.issuer, series=NumberSeries.CREDIT_NOTE, year=year
+    )
+    note = CreditNote.objects.create(
+        invoice=invoice,
+        issuer=invoice.issuer,
+        customer=invoice.customer,
+        number=number,
+        sequence_year=year,
+        sequence_number=sequence_number,
+        reason=reason.strip(),
+        currency=invoice.currency,
+        subtotal=subtotal,
+        tax=tax,
+        total=total,
+        issued_at=now,
+        issued_by=actor,
+    )
+    CreditNoteLine.objects.bulk_create(
+        CreditNoteLine(credit_note=note, invoice_line=line, description=text, amount=part)
+        for line, part, text, _ in parts
+    )
+    invoice.credited_total += total
+    invoice.save(update_fields=["credited_total", "updated_at"])
+    return note

@@ -1,0 +1,176 @@
+"""Invoice generation: one draft per contract and period, re-rated until it is finalized.
+
+Invariant 3: one live invoice per contract and billing period. Generation locks the contract
+row, then looks for the period's invoice: two runs at once serialize on that lock and the
+second finds the first's draft; the partial unique constraint is the last guard. A crashed
+run leaves either nothing or a whole draft (one transaction), so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from billing import rating
+from billing.models import Invoice, InvoiceLine, InvoiceStatus
+from billing.selectors import open_period, period_of, rating_input
+from contracts import engine
+from contracts.choices import LIVE_STATUSES, PricingBasis
+from contracts.models import Contract, ContractEvent
+from contracts.services import contract_lock, contract_price_steps_apply, decision_record
+from core.errors import Conflict, NotFound
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "system:billing"
+
+
+def _issuer_of(contract: Contract) -> int:
+    """Invoices are issued by the lessor: it is the party the customer owes."""
+    return contract.lessor_id
+
+
+def _refresh_price_steps(contract: Contract, *, as_of: datetime) -> None:
+    """Record the price steps due by `as_of` before rating (no-op when already recorded)."""
+    if contract.pricing_basis == PricingBasis.CARD_HOUR and contract.status in LIVE_STATUSES:
+        contract_price_steps_apply(contract=contract, as_of=as_of)
+
+
+def _store_lines(invoice: Invoice, rated: rating.RatedInvoice, *, record_decisions: bool) -> None:
+    """Replace a draft's lines with the rated ones; record decisions as events when issuing."""
+    invoice.lines.all().delete()
+    for position, draft in enumerate(rated.lines, start=1):
+        line = InvoiceLine.objects.create(
+            invoice=invoice,
+            position=position,
+            kind=draft.kind,
+            description=draft.description,
+            quantity=draft.quantity,
+            unit=draft.unit,
+            unit_price=draft.unit_price,
+            amount=draft.amount.amount,
+            currency=draft.amount.currency,
+            taxable=draft.taxable,
+            service_start=draft.service_start,
+            service_end=draft.service_end,
+            inputs=draft.inputs,
+        )
+        event_ids = list(draft.event_ids)
+        if draft.decision is not None and record_decisions:
+            # Keyed by the invoice: a voided and reissued period records its own decision.
+            key = f"invoice:{invoice.pk}:{draft.decision.kind}"
+            event = decision_record(
+                invoice.contract, draft.decision, actor=ACTOR, dedupe_key=key
+            ) or ContractEvent.objects.get(contract=invoice.contract, dedupe_key=key)
+            event_ids.append(event.pk)
+        if event_ids:
+            line.events.set(event_ids)
+
+
+def invoice_rate_draft(
+    *, invoice: Invoice, now: datetime, record_decisions: bool = True
+) -> Invoice:
+    """Recompute a locked draft's lines and totals from the facts known at `now`."""
+    if invoice.status != InvoiceStatus.DRAFT:
+        raise Conflict("Only a draft can be re-rated.", code="invoice_not_draft")
+    contract = invoice.contract
+    period = period_of(contract, start=invoice.period_start)
+    if period is None:
+        raise Conflict(
+            "The contract no longer bills this period; void the draft's period by amendment.",
+            code="period_not_billable",
+        )
+    _refresh_price_steps(contract, as_of=period.end)
+    rated = rating.rate_period(
+        rating_input(
+            contract, period=period, now=now, tax_rate_pct=invoice.tax_rate_pct, invoice=invoice
+        )
+    )
+    _store_lines(invoice, rated, record_decisions=record_decisions)
+    invoice.period_end = period.end
+    invoice.subtotal = rated.subtotal.amount
+    invoice.taxable_amount = rated.taxable_amount.amount
+    invoice.tax = rated.tax.amount
+    invoice.total = rated.total.amount
+    invoice.rated_at = now
+    invoice.save(
+        update_fields=[
+            "period_end",
+            "subtotal",
+            "taxable_amount",
+            "tax",
+            "total",
+            "rated_at",
+            "updated_at",
+        ]
+    )
+    return invoice
+
+
+@transaction.atomic
+def invoice_generate(
+    *, contract: Contract, period_start: datetime, now: datetime | None = None
+) -> tuple[Invoice, bool]:
+    """The period's invoice: the existing live one, or a new rated draft (created=True)."""
+    now = now or timezone.now()
+    contract = contract_lock(contract)
+    existing = (
+        Invoice.objects.filter(contract=contract, period_start=period_start)
+        .exclude(status=InvoiceStatus.VOID)
+        .first()
+    )
+    if existing is not None:
+        return existing, False
+    period = period_of(contract, start=period_start)
+    if period is None:
+        raise NotFound(
+            f"Contract {contract.number} has no billable period starting {period_start}.",
+            code="no_such_period",
+        )
+    if period.end > now:
+        raise Conflict("The period has not ended yet.", code="period_not_ended")
+    invoice = Invoice.objects.create(
+        contract=contract,
+        issuer_id=_issuer_of(contract),
+        customer_id=contract.lessee_id,
+        period_start=period.start,
+        period_end=period.end,
+        currency=contract.currency,
+        tax_rate_pct=settings.BILLING_TAX_RATE_PCT,
+        rated_at=now,
+    )
+    invoice.contract = contract
+    # Decisions are recorded at finalization, when the facts can no longer change.
+    invoice_rate_draft(invoice=invoice, now=now, record_decisions=False)
+    logger.info("invoice draft %s for %s %s", invoice.pk, contract.number, period.start)
+    return invoice, True
+
+
+@transaction.atomic
+def invoice_refresh(*, invoice: Invoice, now: datetime | None = None) -> Invoice:
+    """Re-rate a draft now (operators after fixing facts; the cycle before finalizing)."""
+    from billing.services.documents import invoice_lock
+
+    invoice = invoice_lock(invoice)
+    return invoice_rate_draft(invoice=invoice, now=now or timezone.now(), record_decisions=False)
+
+
+def invoice_preview(*, contract: Contract, now: datetime | None = None) -> rating.RatedInvoice:
+    """The running period's invoice so far: rated as if the period closed now; nothing stored.
+
+    Usage is what is known at `now`; the minimum commitment is prorated to the elapsed share.
+    """
+    now = now or timezone.now()
+    period = open_period(contract, now=now)
+    if period is None:
+        raise Conflict(
+            f"Contract {contract.number} has no running billing period.", code="no_open_period"
+        )
+    so_far = engine.Period(period.start, now) if now > period.start else period
+    return rating.rate_period(
+        rating_input(contract, period=so_far, now=now, tax_rate_pct=settings.BILLING_TAX_RATE_PCT)
+    )
