@@ -18,11 +18,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models.functions import Coalesce, Least
 from pydantic import ValidationError
 
 from accounts.errors import Forbidden
 from accounts.models import Organization
-from billing.models import UsageBatch, UsageStatus
+from billing.models import ISSUED_STATUSES, Invoice, UsageBatch, UsageStatus
 from billing.schemas import USAGE_EVENTS, UsageEventIn
 from contracts.choices import ContractStatus, PricingBasis
 from contracts.engine import billing_periods
@@ -213,6 +215,23 @@ def _parse(raw_events: list[Any]) -> tuple[Sequence[int], list[UsageEventIn], di
 # ---------------------------------------------------------------- contracts
 
 
+def _closed_for_usage(contracts: QuerySet[Contract]) -> set[int]:
+    """Ended contracts whose final period is invoiced: late usage has no invoice left to join."""
+    issued = Invoice.objects.filter(
+        contract=OuterRef("pk"),
+        status__in=ISSUED_STATUSES,
+        period_end__gte=Least(
+            F("contract__term_end"),
+            Coalesce(F("contract__ended_at"), F("contract__term_end")),
+        ),
+    )
+    return set(
+        contracts.filter(status=ContractStatus.ENDED)
+        .filter(Exists(issued))
+        .values_list("pk", flat=True)
+    )
+
+
 def _contract_windows(
     *, provider: Organization, contract_ids: Iterable[int], now: datetime
 ) -> dict[int, ContractWindow]:
@@ -220,6 +239,7 @@ def _contract_windows(
     grace = late_grace()
     windows: dict[int, ContractWindow] = {}
     contracts = Contract.objects.filter(pk__in=list(contract_ids), lessor=provider)
+    closed_for_usage = _closed_for_usage(contracts)
     for contract in contracts.prefetch_related("clauses"):
         refusal: Reason | None = None
         late_before: datetime | None = None
@@ -233,6 +253,13 @@ def _contract_windows(
         elif contract.status == ContractStatus.DRAFT:
             refusal = _reason(
                 "contract_not_live", f"Contract {contract.number} is a draft.", "contract"
+            )
+        elif contract.pk in closed_for_usage:
+            refusal = _reason(
+                "contract_closed",
+                f"Contract {contract.number} ended and its final invoice is issued; usage can no"
+                " longer be billed on it (ask the operator for a manual correction).",
+                "contract",
             )
         else:
             closed = [
