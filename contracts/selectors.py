@@ -93,11 +93,15 @@ def current_rate(contract: Contract, *, at: datetime) -> Decimal | None:
 
 
 def sla_breach_period_starts(contract: Contract) -> tuple[datetime, ...]:
-    """Starts of the periods in which an SLA credit was granted (each is a breach)."""
+    """Starts of the periods in which an SLA credit was granted (each is a breach).
+
+    Distinct: a voided and reissued invoice records its period's credit again.
+    """
     return tuple(
         ContractEvent.objects.filter(contract=contract, kind=EventKind.SLA_CREDIT)
         .order_by("effective_at")
         .values_list("effective_at", flat=True)
+        .distinct()
     )
 
 
