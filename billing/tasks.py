@@ -10,6 +10,7 @@ from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
+from billing.services.stripe import StripeUnavailable
 
 
 @shared_task(name="billing.rollup_usage")
@@ -33,7 +34,8 @@ def run_cycle(as_of: str | None = None) -> int:
 
 @shared_task(
     name="billing.deliver_invoice",
-    autoretry_for=(ConnectionError, TimeoutError),
+    # Stripe being down is worth waiting for; every other failure is recorded in the run log.
+    autoretry_for=(StripeUnavailable,),
     retry_backoff=True,
     retry_backoff_max=600,
     max_retries=8,

@@ -13,6 +13,7 @@ API_MODULES = [
     "leasing.api.urls",
     "leasing.api.urls_leasing",
     "billing.api.urls",
+    "billing.api.urls_stripe",
 ]
 
 urlpatterns = [

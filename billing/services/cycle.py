@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from billing.models import BillingRun, BillingRunKind, Invoice, InvoiceStatus
 from billing.selectors import due_periods
-from billing.services.documents import finalize_grace, invoice_finalize
+from billing.services.documents import finalize_grace, invoice_finalize, invoice_lock
 from billing.services.invoices import ACTOR, invoice_generate
 from core.errors import ApplicationError
 
@@ -33,6 +33,23 @@ def _enqueue_delivery(invoice_id: int) -> None:
     transaction.on_commit(
         lambda: current_app.send_task("billing.deliver_invoice", args=[invoice_id])
     )
+
+
+@transaction.atomic
+def invoice_issue(
+    *, invoice: Invoice, actor: str, now: datetime | None = None, deliver: bool = True
+) -> Invoice | None:
+    """Finalize a draft and queue its delivery; None when it is no longer a draft.
+
+    The cycle and the admin's finalize action both come here, so a finalized invoice is
+    always delivered, and a run that finds another run's work does not claim it.
+    """
+    if invoice_lock(invoice).status != InvoiceStatus.DRAFT:
+        return None
+    issued = invoice_finalize(invoice=invoice, actor=actor, now=now)
+    if deliver:
+        _enqueue_delivery(issued.pk)
+    return issued
 
 
 def billing_cycle_run(*, now: datetime | None = None, deliver: bool = True) -> BillingRun:
@@ -57,14 +74,12 @@ def billing_cycle_run(*, now: datetime | None = None, deliver: bool = True) -> B
     ).order_by("period_end", "pk")
     for invoice in ready:
         try:
-            issued = invoice_finalize(invoice=invoice, actor=ACTOR, now=now)
+            issued = invoice_issue(invoice=invoice, actor=ACTOR, now=now, deliver=deliver)
         except ApplicationError as exc:
             failures.append(_failure("finalize", f"invoice {invoice.pk}", exc))
             continue
-        if issued.status == InvoiceStatus.FINALIZED:
+        if issued is not None:
             finalized_ids.append(issued.pk)
-            if deliver:
-                _enqueue_delivery(issued.pk)
     run.drafts_created = len(created_ids)
     run.finalized = len(finalized_ids)
     run.failures = failures

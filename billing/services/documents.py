@@ -29,6 +29,7 @@ from billing.models import (
     InvoiceStatus,
     NumberSeries,
 )
+from contracts.services import contract_lock
 from core.errors import Conflict, SemanticError, ValidationFailed
 from core.money import round_money
 
@@ -100,6 +101,9 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
             code="grace_not_over",
             detail={"finalizable_at": (invoice.period_end + finalize_grace()).isoformat()},
         )
+    # The contract's row lock orders finalization against usage batches of the same contract
+    # (they hold a share lock): a batch committed before this point is on the invoice.
+    contract_lock(invoice.contract)
     invoice_rate_draft(invoice=invoice, now=now)
     year = now.year
     invoice.sequence_number, invoice.number = _next_number(

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, F, Max, OuterRef, QuerySet
 from django.db.models.functions import Coalesce, Least
 from pydantic import ValidationError
 
@@ -239,7 +239,22 @@ def _contract_windows(
     grace = late_grace()
     windows: dict[int, ContractWindow] = {}
     contracts = Contract.objects.filter(pk__in=list(contract_ids), lessor=provider)
+    # A share lock until the batch commits: finalizing an invoice takes the contract's row lock,
+    # so a batch and a finalization of the same contract never interleave. Either the batch
+    # commits first and the invoice counts it, or the invoice is issued first and the batch,
+    # reading it below, books its events as late.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM contracts_contract WHERE id = ANY(%s) ORDER BY id FOR SHARE",
+            [list(contracts.values_list("pk", flat=True))],
+        )
     closed_for_usage = _closed_for_usage(contracts)
+    invoiced_until = dict(
+        Invoice.objects.filter(contract__in=contracts, status__in=ISSUED_STATUSES)
+        .values("contract_id")
+        .annotate(until=Max("period_end"))
+        .values_list("contract_id", "until")
+    )
     for contract in contracts.prefetch_related("clauses"):
         refusal: Reason | None = None
         late_before: datetime | None = None
@@ -267,6 +282,9 @@ def _contract_windows(
                 for period in billing_periods(contract_terms(contract))
                 if period.end + grace <= now
             ]
+            if contract.pk in invoiced_until:
+                # A period with an issued invoice is closed whatever the clock says.
+                closed.append(invoiced_until[contract.pk])
             late_before = max(closed) if closed else None
         live_end = contract.term_end
         if contract.ended_at is not None:

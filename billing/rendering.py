@@ -1,0 +1,425 @@
+"""Invoice and credit-note documents: one context per document, rendered to HTML and to PDF.
+
+Both renderers read the same preformatted context, so the e-mailed HTML and the attached PDF
+can never disagree about an amount, a date or a line. Amounts are rounded to the currency's
+minor unit with thousands separators; dates are UTC calendar dates.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.template.loader import render_to_string
+from fpdf import FPDF
+from fpdf.fonts import FontFace
+
+from billing.models import CreditNote, Invoice, InvoiceStatus
+from core.money import minor_unit, round_money
+
+# Characters that show up in descriptions and contract-event explanations but are not in the
+# latin-1 core fonts of the PDF (or read badly there): their ASCII spelling.
+ASCII_REPLACEMENTS: dict[str, str] = {
+    "\u2265": ">=",  # greater-than or equal to
+    "\u2264": "<=",  # less-than or equal to
+    "\u2260": "!=",  # not equal to
+    "\u2248": "~",  # almost equal to
+    "\u2014": "-",  # em dash
+    "\u2013": "-",  # en dash
+    "\u2012": "-",  # figure dash
+    "\u2212": "-",  # minus sign
+    "\u00d7": "x",  # multiplication sign
+    "\u00f7": "/",  # division sign
+    "\u2026": "...",  # horizontal ellipsis
+    "\u2018": "'",  # left single quotation mark
+    "\u2019": "'",  # right single quotation mark
+    "\u201a": ",",  # single low-9 quotation mark
+    "\u201c": '"',  # left double quotation mark
+    "\u201d": '"',  # right double quotation mark
+    "\u201e": '"',  # double low-9 quotation mark
+    "\u2022": "-",  # bullet
+    "\u00b7": "-",  # middle dot
+    "\u2192": "->",  # rightwards arrow
+    "\u2190": "<-",  # leftwards arrow
+    "\u21d2": "=>",  # rightwards double arrow
+    "\u20ac": "EUR",  # euro sign
+    "\u00a3": "GBP",  # pound sign
+    "\u00a5": "JPY",  # yen sign
+    "\u20b9": "INR",  # indian rupee sign
+    "\u20a9": "KRW",  # won sign
+    "\u2122": "(TM)",  # trade mark sign
+    # Letters without a decomposition to a base letter.
+    "\u0141": "L",  # latin capital letter l with stroke
+    "\u0142": "l",  # latin small letter l with stroke
+    "\u0110": "D",  # latin capital letter d with stroke
+    "\u0111": "d",  # latin small letter d with stroke
+    "\u0131": "i",  # latin small letter dotless i
+    "\u0152": "OE",  # latin capital ligature oe
+    "\u0153": "oe",  # latin small ligature oe
+    "\u00a0": " ",
+    "\u202f": " ",
+    "\u2009": " ",
+    "\u200b": "",
+}
+
+PDF_FONT = "Helvetica"
+# Width (mm) of the issuer / bill-to column; the facts column starts right of it at x=115.
+LEFT_WIDTH = 95
+
+
+# ------------------------------------------------------------------ formatting
+
+
+def format_money(amount: Decimal, currency: str) -> str:
+    """An amount in the currency's minor unit with thousands separators: '1,234.56 USD'."""
+    places = minor_unit(currency)
+    return f"{round_money(amount, currency):,.{places}f} {currency}"
+
+
+def format_number(value: Decimal, *, min_places: int = 0) -> str:
+    """A quantity or unit price without trailing zeros (but at least min_places decimals)."""
+    text = f"{value.normalize():f}"
+    whole, _, fraction = text.partition(".")
+    fraction = fraction.ljust(min_places, "0")
+    grouped = f"{int(whole):,}" if whole.lstrip("-").isdigit() else whole
+    if whole.startswith("-") and not grouped.startswith("-"):
+        grouped = f"-{grouped}"  # int("-0") loses the sign of a small negative rate
+    return f"{grouped}.{fraction}" if fraction else grouped
+
+
+def format_date(moment: datetime | None) -> str:
+    """A timestamp as its UTC calendar date, or an empty string."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d") if moment else ""
+
+
+def format_pct(value: Decimal) -> str:
+    """A percentage without trailing zeros: '19 %', '7.5 %'."""
+    return f"{format_number(value)} %"
+
+
+def ascii_safe(text: str) -> str:
+    """Text the latin-1 PDF core fonts can print: known symbols spelled in ASCII, rest folded."""
+    for symbol, spelling in ASCII_REPLACEMENTS.items():
+        text = text.replace(symbol, spelling)
+    out: list[str] = []
+    for char in text:
+        if ord(char) < 256:
+            out.append(char)
+            continue
+        # Accented letters outside latin-1 (e.g. "ł", "ő") keep their base letter.
+        folded = "".join(
+            c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
+        )
+        out.append(folded if folded and all(ord(c) < 256 for c in folded) else "?")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ contexts
+
+
+def _party(organization: Any) -> dict[str, Any]:
+    """The name, country and billing addresses a document shows for an organization."""
+    return {
+        "name": organization.name,
+        "country": organization.country,
+        "billing_emails": list(organization.billing_emails or []),
+    }
+
+
+def invoice_document(invoice: Invoice) -> dict[str, Any]:
+    """Everything an invoice document shows, preformatted; both renderers use only this."""
+    currency = invoice.currency
+    lines = invoice.lines.order_by("position").prefetch_related("events")
+    balance = invoice.total - invoice.credited_total
+    return {
+        "kind": "invoice",
+        "title": "Invoice",
+        "number": invoice.number or f"Draft {invoice.pk}",
+        "status": invoice.status,
+        "status_label": invoice.get_status_display(),
+        "is_draft": invoice.status == InvoiceStatus.DRAFT,
+        "is_void": invoice.status == InvoiceStatus.VOID,
+        "void_reason": invoice.void_reason,
+        "issuer": _party(invoice.issuer),
+        "customer": _party(invoice.customer),
+        "contract_number": invoice.contract.number,
+        "period_start": format_date(invoice.period_start),
+        "period_end": format_date(invoice.period_end),
+        "period": f"{format_date(invoice.period_start)} to {format_date(invoice.period_end)}",
+        "currency": currency,
+        "issued_on": format_date(invoice.issued_at),
+        "due_on": format_date(invoice.due_at),
+        "lines": [
+            {
+                "position": line.position,
+                "kind": line.get_kind_display(),
+                "description": line.description,
+                "quantity": format_number(line.quantity),
+                "unit": line.unit,
+                "unit_price": format_number(line.unit_price, min_places=minor_unit(currency)),
+                "amount": format_money(line.amount, currency),
+                "taxable": line.taxable,
+                "service_period": (
+                    f"{format_date(line.service_start)} to {format_date(line.service_end)}"
+                    if line.service_start and line.service_end
+                    else ""
+                ),
+                "events": [event.explanation for event in line.events.all()],
+            }
+            for line in lines
+        ],
+        "subtotal": format_money(invoice.subtotal, currency),
+        "taxable_amount": format_money(invoice.taxable_amount, currency),
+        "tax_rate": format_pct(invoice.tax_rate_pct),
+        "tax": format_money(invoice.tax, currency),
+        "total": format_money(invoice.total, currency),
+        "has_credits": invoice.credited_total > 0,
+        "credited_total": format_money(invoice.credited_total, currency),
+        "balance": format_money(balance, currency),
+    }
+
+
+def credit_note_document(note: CreditNote) -> dict[str, Any]:
+    """Everything a credit note shows, preformatted, with the invoice it corrects."""
+    currency = note.currency
+    return {
+        "kind": "credit_note",
+        "title": "Credit note",
+        "number": note.number,
+        "invoice_number": note.invoice.number or "",
+        "contract_number": note.invoice.contract.number,
+        "issuer": _party(note.issuer),
+        "customer": _party(note.customer),
+        "currency": currency,
+        "issued_on": format_date(note.issued_at),
+        "reason": note.reason,
+        "lines": [
+            {"description": line.description, "amount": format_money(line.amount, currency)}
+            for line in note.lines.all()
+        ],
+        "subtotal": format_money(note.subtotal, currency),
+        "tax": format_money(note.tax, currency),
+        "total": format_money(note.total, currency),
+    }
+
+
+# ------------------------------------------------------------------ HTML
+
+
+def invoice_html(invoice: Invoice) -> str:
+    """The invoice as one self-contained HTML page (inline CSS, no external assets)."""
+    return render_to_string("billing/invoice.html", {"doc": invoice_document(invoice)})
+
+
+def invoice_text(invoice: Invoice) -> str:
+    """The invoice as plain text (the e-mail body for clients that do not show HTML)."""
+    return render_to_string("billing/invoice_email.txt", {"doc": invoice_document(invoice)})
+
+
+def credit_note_html(note: CreditNote) -> str:
+    """The credit note as one self-contained HTML page."""
+    return render_to_string("billing/credit_note.html", {"doc": credit_note_document(note)})
+
+
+# ------------------------------------------------------------------ PDF
+
+
+class _DocumentPdf(FPDF):
+    """An A4 page with a footer that names the document and counts pages."""
+
+    def __init__(self, footer_text: str) -> None:
+        """Portrait A4 in millimetres; the footer text is sanitized once here."""
+        super().__init__(orientation="P", unit="mm", format="A4")
+        self.footer_text = ascii_safe(footer_text)
+        self.set_margins(15, 15, 15)
+        self.set_auto_page_break(auto=True, margin=20)
+
+    def footer(self) -> None:
+        """Document name and 'page n of N' on every page."""
+        self.set_y(-13)
+        self.set_font(PDF_FONT, size=8)
+        self.set_text_color(110)
+        self.cell(0, 5, f"{self.footer_text} - page {self.page_no()} of {{nb}}", align="C")
+        self.set_text_color(0)
+
+
+def _text(pdf: FPDF, text: str, *, size: float = 9, style: str = "", height: float = 4.5) -> None:
+    """One left-aligned paragraph that wraps at the right margin."""
+    pdf.set_font(PDF_FONT, style=style, size=size)
+    pdf.multi_cell(0, height, ascii_safe(text), new_x="LMARGIN", new_y="NEXT")
+
+
+def _header(pdf: _DocumentPdf, doc: dict[str, Any], facts: list[tuple[str, str]]) -> None:
+    """Issuer and title on top, the bill-to block on the left and the key facts on the right."""
+    pdf.add_page()
+    top = pdf.get_y()
+    pdf.set_font(PDF_FONT, style="B", size=15)
+    pdf.multi_cell(LEFT_WIDTH, 7, ascii_safe(doc["issuer"]["name"]), new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font(PDF_FONT, size=9)
+    if doc["issuer"]["country"]:
+        pdf.cell(LEFT_WIDTH, 5, ascii_safe(doc["issuer"]["country"]), new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(4)
+    pdf.set_font(PDF_FONT, style="B", size=9)
+    pdf.cell(LEFT_WIDTH, 5, "Bill to", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font(PDF_FONT, size=9)
+    pdf.multi_cell(
+        LEFT_WIDTH, 5, ascii_safe(doc["customer"]["name"]), new_x="LMARGIN", new_y="NEXT"
+    )
+    if doc["customer"]["country"]:
+        pdf.cell(
+            LEFT_WIDTH, 5, ascii_safe(doc["customer"]["country"]), new_x="LMARGIN", new_y="NEXT"
+        )
+    left_bottom = pdf.get_y()
+
+    pdf.set_xy(125, top)
+    pdf.set_font(PDF_FONT, style="B", size=15)
+    pdf.cell(70, 8, ascii_safe(doc["title"].upper()), align="R", new_x="LEFT", new_y="NEXT")
+    for label, value in facts:
+        pdf.set_x(115)
+        pdf.set_font(PDF_FONT, size=8.5)
+        pdf.cell(28, 5, ascii_safe(label), new_x="RIGHT", new_y="TOP")
+        text, size = ascii_safe(value), 8.5
+        pdf.set_font(PDF_FONT, style="B", size=size)
+        # Long issuer slugs make long numbers: shrink rather than run into the label.
+        while size > 6 and pdf.get_string_width(text) > 51:
+            size -= 0.5
+            pdf.set_font(PDF_FONT, style="B", size=size)
+        pdf.cell(52, 5, text, align="R", new_x="LEFT", new_y="NEXT")
+    pdf.set_xy(pdf.l_margin, max(left_bottom, pdf.get_y()) + 6)
+
+
+def _totals(pdf: FPDF, rows: list[tuple[str, str, bool]]) -> None:
+    """Right-aligned label/amount rows under the table; bold ones are the totals."""
+    pdf.ln(3)
+    for label, value, bold in rows:
+        pdf.set_x(105)
+        pdf.set_font(PDF_FONT, style="B" if bold else "", size=9.5)
+        pdf.cell(50, 6, ascii_safe(label), align="R")
+        pdf.cell(40, 6, ascii_safe(value), align="R", new_x="LMARGIN", new_y="NEXT")
+
+
+def _banner(pdf: FPDF, text: str) -> None:
+    """A red line of warning text (draft, void)."""
+    pdf.set_text_color(170, 0, 0)
+    _text(pdf, text, size=11, style="B", height=6)
+    pdf.set_text_color(0)
+    pdf.ln(2)
+
+
+def _pdf_bytes(pdf: FPDF, *, compress: bool) -> bytes:
+    """The finished document; compress=False keeps page text readable for tests."""
+    pdf.set_compression(compress)
+    return bytes(pdf.output())
+
+
+def invoice_pdf(invoice: Invoice, *, compress: bool = True) -> bytes:
+    """The invoice as a PDF: header, a wrapping line table, totals and numbered pages."""
+    doc = invoice_document(invoice)
+    pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
+    pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
+    pdf.set_author(ascii_safe(doc["issuer"]["name"]))
+    if invoice.issued_at:
+        pdf.set_creation_date(invoice.issued_at)  # the same invoice renders to the same bytes
+    facts = [
+        ("Number", doc["number"]),
+        ("Status", doc["status_label"]),
+        ("Contract", doc["contract_number"]),
+        ("Period", doc["period"]),
+        ("Issued", doc["issued_on"] or "-"),
+        ("Due", doc["due_on"] or "-"),
+        ("Currency", doc["currency"]),
+    ]
+    _header(pdf, doc, facts)
+    if doc["is_draft"]:
+        _banner(pdf, "DRAFT - not a valid invoice; amounts may still change.")
+    if doc["is_void"]:
+        _banner(pdf, f"VOID - {doc['void_reason'] or 'this invoice was voided.'}")
+
+    pdf.set_font(PDF_FONT, size=8.5)
+    with pdf.table(
+        col_widths=(8, 78, 24, 18, 25, 27),
+        text_align=("RIGHT", "LEFT", "RIGHT", "LEFT", "RIGHT", "RIGHT"),
+        headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
+        line_height=4.5,
+        padding=1.2,
+        repeat_headings=1,
+        borders_layout="HORIZONTAL_LINES",
+    ) as table:
+        heading = table.row()
+        for title in ("#", "Description", "Quantity", "Unit", "Unit price", "Amount"):
+            heading.cell(title)
+        for line in doc["lines"]:
+            description = line["description"]
+            if line["service_period"]:
+                description += f"\nService period: {line['service_period']}"
+            for explanation in line["events"]:
+                description += f"\n- {explanation}"
+            row = table.row()
+            row.cell(str(line["position"]))
+            row.cell(ascii_safe(description))
+            row.cell(ascii_safe(line["quantity"]))
+            row.cell(ascii_safe(line["unit"]))
+            row.cell(ascii_safe(line["unit_price"]))
+            row.cell(ascii_safe(line["amount"]))
+
+    rows = [
+        ("Subtotal", doc["subtotal"], False),
+        (f"Tax ({doc['tax_rate']} of {doc['taxable_amount']})", doc["tax"], False),
+        ("Total", doc["total"], True),
+    ]
+    if doc["has_credits"]:
+        rows += [
+            ("Credited", f"-{doc['credited_total']}", False),
+            ("Balance", doc["balance"], True),
+        ]
+    _totals(pdf, rows)
+    if doc["due_on"] and not doc["is_void"]:
+        pdf.ln(4)
+        _text(pdf, f"Payment due by {doc['due_on']}. Please quote {doc['number']}.")
+    return _pdf_bytes(pdf, compress=compress)
+
+
+def credit_note_pdf(note: CreditNote, *, compress: bool = True) -> bytes:
+    """The credit note as a PDF: header, credited amounts, reason and totals."""
+    doc = credit_note_document(note)
+    pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
+    pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
+    pdf.set_author(ascii_safe(doc["issuer"]["name"]))
+    pdf.set_creation_date(note.issued_at)
+    facts = [
+        ("Number", doc["number"]),
+        ("Invoice", doc["invoice_number"]),
+        ("Contract", doc["contract_number"]),
+        ("Issued", doc["issued_on"]),
+        ("Currency", doc["currency"]),
+    ]
+    _header(pdf, doc, facts)
+    _text(pdf, f"Reason: {doc['reason']}")
+    pdf.ln(3)
+    pdf.set_font(PDF_FONT, size=8.5)
+    with pdf.table(
+        col_widths=(140, 40),
+        text_align=("LEFT", "RIGHT"),
+        headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
+        line_height=4.5,
+        padding=1.2,
+        borders_layout="HORIZONTAL_LINES",
+    ) as table:
+        heading = table.row()
+        heading.cell("Description")
+        heading.cell("Amount")
+        for line in doc["lines"]:
+            row = table.row()
+            row.cell(ascii_safe(line["description"]))
+            row.cell(ascii_safe(line["amount"]))
+    _totals(
+        pdf,
+        [
+            ("Subtotal", doc["subtotal"], False),
+            ("Tax", doc["tax"], False),
+            ("Total credited", doc["total"], True),
+        ],
+    )
+    return _pdf_bytes(pdf, compress=compress)

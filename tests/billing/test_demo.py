@@ -1,0 +1,227 @@
+"""The billing demo: three months that ended just before now, billed by the real jobs on seeding."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import partial
+from itertools import pairwise
+from typing import Any
+
+import pytest
+import time_machine
+from django.core.management import call_command
+from django.db.models import Sum
+from django.utils import timezone
+
+from billing.demo import OFFER_NAME, simulated_months
+from billing.models import (
+    BillingRun,
+    Invoice,
+    InvoiceLine,
+    InvoiceStatus,
+    LineKind,
+    UsageBatch,
+    UsageEvent,
+    UsageRollup,
+)
+from contracts.choices import EventKind
+from contracts.models import Contract, ContractEvent
+from inventory.models import MarketPrice, Outage
+from leasing.models import Lease
+
+pytestmark = pytest.mark.django_db
+
+
+def seed() -> str:
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    return out.getvalue()
+
+
+def demo_contracts() -> tuple[Contract, Contract, Contract]:
+    """The 8-GPU block, the 4-GPU block that exits early, and the token-SLA contract."""
+    leases = Lease.objects.filter(offer__name=OFFER_NAME).select_related("contract")
+    block = leases.get(gpu_count=8).contract
+    exiting = leases.get(gpu_count=4).contract
+    tokens = Contract.objects.get(lessee__slug="demo-customer", pricing_basis="token_sla")
+    return block, exiting, tokens
+
+
+def finalized(contract: Contract) -> list[Invoice]:
+    return list(
+        Invoice.objects.filter(contract=contract, status=InvoiceStatus.FINALIZED).order_by(
+            "period_start"
+        )
+    )
+
+
+def event_kinds(line: InvoiceLine) -> list[str]:
+    return [event.kind for event in line.events.all()]
+
+
+def billed_tokens(invoice: Invoice, kind: str) -> int:
+    return int(invoice.lines.get(kind=kind).inputs["tokens"])
+
+
+def token_sums(**filters: Any) -> tuple[int, int]:
+    totals = UsageEvent.objects.filter(**filters).aggregate(
+        input=Sum("input_tokens"), output=Sum("output_tokens")
+    )
+    return totals["input"] or 0, totals["output"] or 0
+
+
+def snapshot() -> tuple[int, ...]:
+    return tuple(
+        model.objects.count()
+        for model in (
+            Invoice,
+            InvoiceLine,
+            UsageBatch,
+            UsageEvent,
+            UsageRollup,
+            BillingRun,
+            Contract,
+            ContractEvent,
+            Lease,
+            Outage,
+            MarketPrice,
+        )
+    )
+
+
+def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    with django_capture_on_commit_callbacks() as callbacks:
+        text = seed()
+    block, exiting, tokens = demo_contracts()
+    months = simulated_months(timezone.now())
+
+    # Every demo contract has at least three issued invoices, all for periods over before now.
+    invoices = {contract: finalized(contract) for contract in (block, exiting, tokens)}
+    assert [len(issued) for issued in invoices.values()] == [4, 3, 3]
+    every = [invoice for issued in invoices.values() for invoice in issued]
+    assert all(invoice.period_end <= months[-1][1] < timezone.now() for invoice in every)
+    assert all(
+        invoice.total == sum(line.amount for line in invoice.lines.all()) + invoice.tax
+        for invoice in every
+    )
+    assert all(str(invoice.number) in text for invoice in every)
+    assert "billing:" in text and "10 invoices" in text
+
+    # The block's node went down in the first month: an SLA credit from a recorded decision.
+    first_month = invoices[block][1]
+    assert first_month.period_start == months[0][0]
+    credit = first_month.lines.get(kind=LineKind.SLA_CREDIT)
+    assert credit.amount < 0
+    assert event_kinds(credit) == [EventKind.SLA_CREDIT]
+
+    # The market price cut of the second month steps the rate 15 % down from the third.
+    base = block.base_rate_per_gpu_hour
+    assert base is not None
+    stepped = InvoiceLine.objects.get(
+        invoice__contract=block, kind=LineKind.CARD_HOURS, events__kind=EventKind.PRICE_STEP
+    )
+    assert stepped.invoice.period_start == months[2][0]
+    assert stepped.unit_price == (base * Decimal("0.85")).quantize(Decimal("0.000001"))
+    assert all(
+        line.unit_price == base
+        for line in InvoiceLine.objects.filter(invoice__in=invoices[block][:3])
+        if line.kind == LineKind.CARD_HOURS
+    )
+
+    # The 4-GPU block left early: its last invoice ends at the exit and carries the fee.
+    exiting.refresh_from_db()
+    assert exiting.status == "ended" and exiting.end_reason == "exited"
+    last = invoices[exiting][-1]
+    assert last.period_end == exiting.ended_at
+    fee = last.lines.get(kind=LineKind.EXIT_FEE)
+    assert fee.amount > 0
+    assert event_kinds(fee) == [EventKind.EXIT_FEE]
+    assert Lease.objects.get(contract=exiting).status == "ended"
+
+    # Tokens: only successful, on-time requests of the period are billed on its invoice...
+    for invoice in invoices[tokens]:
+        period = {
+            "contract": tokens,
+            "occurred_at__gte": invoice.period_start,
+            "occurred_at__lt": invoice.period_end,
+        }
+        billed = token_sums(status="success", is_late=False, **period)
+        assert billed_tokens(invoice, "input_tokens") == billed[0]
+        assert billed_tokens(invoice, "output_tokens") == billed[1]
+        assert token_sums(**period)[0] > billed[0]  # failed and late ones were reported too
+    assert UsageEvent.objects.filter(contract=tokens, status="timeout").exists()
+    assert UsageEvent.objects.filter(contract=tokens, status="error").exists()
+    assert UsageEvent.objects.filter(contract=tokens, status="rejected").exists()
+    # ...and usage that arrived after its month was billed is billed on the next invoice.
+    first_tokens, second_tokens, _ = invoices[tokens]
+    late = token_sums(contract=tokens, is_late=True, status="success")
+    assert late[0] > 0
+    assert not first_tokens.lines.filter(kind__startswith="late_").exists()
+    assert (
+        billed_tokens(second_tokens, "late_input_tokens"),
+        billed_tokens(second_tokens, "late_output_tokens"),
+    ) == late
+    # The second month's incident cost the provider an SLA credit on the token contract too.
+    assert second_tokens.lines.filter(kind=LineKind.SLA_CREDIT).exists()
+    assert not first_tokens.lines.filter(kind=LineKind.SLA_CREDIT).exists()
+    assert UsageRollup.objects.filter(contract=tokens).count() > 24 * 80
+
+    # Each issued invoice is handed to the worker for delivery once the seed commits.
+    queued = sorted(
+        callback.keywords["args"][0]
+        for callback in callbacks
+        if isinstance(callback, partial) and callback.args[:1] == ("billing.deliver_invoice",)
+    )
+    assert queued == sorted(invoice.pk for invoice in every)
+
+    before = snapshot()
+    again = seed()
+    assert "billing:            already seeded" in again
+    assert snapshot() == before
+
+
+def month(year: int, number: int) -> datetime:
+    return datetime(year, number, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        (datetime(2026, 12, 2, 20, 0, tzinfo=UTC), [(2026, 9), (2026, 10), (2026, 11), (2026, 12)]),
+        # The cycle of the month that just ended has not run yet: that month is left out.
+        (datetime(2027, 3, 1, 1, 30, tzinfo=UTC), [(2026, 11), (2026, 12), (2027, 1), (2027, 2)]),
+        (datetime(2027, 3, 1, 3, 30, tzinfo=UTC), [(2026, 12), (2027, 1), (2027, 2), (2027, 3)]),
+    ],
+)
+def test_the_simulated_months_are_the_last_whole_months_billed_by_now(
+    now: datetime, expected: list[tuple[int, int]]
+) -> None:
+    bounds = [month(*bound) for bound in expected]
+    assert simulated_months(now) == list(pairwise(bounds))
+
+
+@pytest.mark.parametrize(
+    ("now", "first"),
+    [
+        # Across a year end, and further back than the demo market index reaches (quotes added).
+        (datetime(2027, 1, 31, 12, 0, tzinfo=UTC), month(2026, 10)),
+        # February in the middle: the incident, the price cut and the notice fall in it.
+        (datetime(2027, 4, 1, 5, 0, tzinfo=UTC), month(2027, 1)),
+    ],
+)
+def test_the_demo_bills_whatever_day_it_is_seeded(now: datetime, first: datetime) -> None:
+    with time_machine.travel(now):
+        seed()
+    block, exiting, tokens = demo_contracts()
+    assert [len(finalized(contract)) for contract in (block, exiting, tokens)] == [4, 3, 3]
+    assert finalized(tokens)[0].period_start == first
+    lines = InvoiceLine.objects.filter(invoice__contract__in=[block, exiting, tokens])
+    assert lines.filter(kind=LineKind.SLA_CREDIT).count() == 2
+    assert lines.filter(kind=LineKind.EXIT_FEE).count() == 1
+    assert lines.filter(events__kind=EventKind.PRICE_STEP).count() == 2
+    years = set(Invoice.objects.values_list("sequence_year", flat=True))
+    assert years == {first.year, now.year}
