@@ -429,12 +429,23 @@ def test_a_batch_committed_just_after_finalization_is_still_billed(
         while sessions_waiting_to_insert_usage() == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert sessions_waiting_to_insert_usage() == 1
-        # The hourly cycle at 01:00 finalizes January while the batch is still uncommitted.
-        billing_cycle_run(now=at(2, 1, 1), deliver=False)
+
+        # The hourly cycle at 01:00 tries to finalize January while the batch is uncommitted;
+        # it waits for the batch's contract lock, so it runs in its own thread.
+        def cycle() -> None:
+            try:
+                billing_cycle_run(now=at(2, 1, 1), deliver=False)
+            finally:
+                connection.close()
+
+        cycler = threading.Thread(target=cycle)
+        cycler.start()
+        time.sleep(1)
     finally:
         blocker.rollback()
         blocker.close()
         thread.join(timeout=30)
+    cycler.join(timeout=30)
     assert [outcome.accepted for outcome in outcomes] == [1]
     billing_cycle_run(now=at(3, 1, 2), deliver=False)
     billed_input = sum(
