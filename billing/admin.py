@@ -48,10 +48,10 @@ from core.errors import ApplicationError
 T = TypeVar("T")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin[Any]):
-    """Rows written by services only: visible, never edited by hand."""
+class ReadOnlyMixin:
+    """Rows written by services only: visible, never added, edited or removed by hand."""
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -59,6 +59,10 @@ class ReadOnlyAdmin(admin.ModelAdmin[Any]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin[Any]):
+    """A read-only model admin (see ReadOnlyMixin)."""
 
 
 @admin.register(UsageBatch)
@@ -130,7 +134,7 @@ def _event_links(admin_site: admin.AdminSite, events: list[ContractEvent]) -> Sa
     )
 
 
-class InvoiceLineInline(admin.TabularInline[InvoiceLine, Invoice]):
+class InvoiceLineInline(ReadOnlyMixin, admin.TabularInline[InvoiceLine, Invoice]):
     """The invoice's lines as rating made them, with the contract events behind each."""
 
     model = InvoiceLine
@@ -159,18 +163,6 @@ class InvoiceLineInline(admin.TabularInline[InvoiceLine, Invoice]):
     def contract_events(self, line: InvoiceLine) -> SafeString:
         """The explanations of the events that priced this line, linked."""
         return _event_links(self.admin_site, list(line.events.all()))
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Lines come from rating only."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Lines of an issued document never change."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Lines are never removed by hand."""
-        return False
 
 
 class VoidForm(forms.Form):
@@ -477,25 +469,13 @@ class InvoiceAdmin(ReadOnlyAdmin):
         return HttpResponse(invoice_html(self._viewable(request, invoice_id)))
 
 
-class CreditNoteLineInline(admin.TabularInline[CreditNoteLine, CreditNote]):
+class CreditNoteLineInline(ReadOnlyMixin, admin.TabularInline[CreditNoteLine, CreditNote]):
     """What a credit note credits, optionally against an invoice line."""
 
     model = CreditNoteLine
     extra = 0
     can_delete = False
     fields = readonly_fields = ("description", "invoice_line", "amount")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """Credit-note lines come from the credit-note service only."""
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """An issued credit note never changes."""
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        """An issued credit note is never removed."""
-        return False
 
 
 @admin.register(CreditNote)

@@ -226,64 +226,52 @@ def _token_line(
     )
 
 
+def _token_pair(
+    facts: RatingInput,
+    usage: TokenUsage,
+    *,
+    prefix: str,
+    start: datetime,
+    end: datetime,
+    note: str = "",
+) -> list[LineDraft | None]:
+    """The input-token and output-token lines of one stretch of usage."""
+    terms = facts.terms
+    return [
+        _token_line(
+            facts,
+            kind=f"{prefix}{what}_tokens",
+            tokens=tokens,
+            rate=rate,
+            what=what,
+            start=start,
+            end=end,
+            note=note,
+        )
+        for what, tokens, rate in (
+            ("input", usage.input_tokens, terms.rate_per_million_input_tokens),
+            ("output", usage.output_tokens, terms.rate_per_million_output_tokens),
+        )
+    ]
+
+
 def _token_lines(facts: RatingInput) -> list[LineDraft]:
     """Input and output tokens of the period, then late usage of earlier periods."""
-    terms = facts.terms
     lines: list[LineDraft | None] = []
     if facts.tokens is not None:
-        for kind, tokens, rate, what in (
-            (
-                "input_tokens",
-                facts.tokens.input_tokens,
-                terms.rate_per_million_input_tokens,
-                "input",
-            ),
-            (
-                "output_tokens",
-                facts.tokens.output_tokens,
-                terms.rate_per_million_output_tokens,
-                "output",
-            ),
-        ):
-            lines.append(
-                _token_line(
-                    facts,
-                    kind=kind,
-                    tokens=tokens,
-                    rate=rate,
-                    what=what,
-                    start=facts.period.start,
-                    end=facts.period.end,
-                )
-            )
+        lines += _token_pair(
+            facts, facts.tokens, prefix="", start=facts.period.start, end=facts.period.end
+        )
     for late in sorted(facts.late_tokens, key=lambda item: item.period_start):
         note = f" (late usage of the period from {_day(late.period_start)}, {late.events} events)"
-        for kind, tokens, rate, what in (
-            (
-                "late_input_tokens",
-                late.usage.input_tokens,
-                terms.rate_per_million_input_tokens,
-                "input",
-            ),
-            (
-                "late_output_tokens",
-                late.usage.output_tokens,
-                terms.rate_per_million_output_tokens,
-                "output",
-            ),
-        ):
-            lines.append(
-                _token_line(
-                    facts,
-                    kind=kind,
-                    tokens=tokens,
-                    rate=rate,
-                    what=what,
-                    start=late.period_start,
-                    end=late.period_end,
-                    note=note,
-                )
-            )
+        lines += _token_pair(
+            facts,
+            late.usage,
+            prefix="late_",
+            start=late.period_start,
+            end=late.period_end,
+            note=note,
+        )
     return [line for line in lines if line is not None]
 
 
@@ -306,7 +294,7 @@ def _decision_line(
     )
 
 
-def _sum(lines: list[LineDraft], currency: str, *, taxable_only: bool = False) -> Decimal:
+def _sum(lines: list[LineDraft], *, taxable_only: bool = False) -> Decimal:
     return sum(
         (line.amount.amount for line in lines if line.taxable or not taxable_only),
         Decimal(0),
@@ -383,9 +371,9 @@ def rate_period(facts: RatingInput) -> RatedInvoice:
     if true_up is not None:
         lines.append(_decision_line(true_up, kind="true_up", sign=1, currency=currency))
 
-    taxable = _sum(lines, currency, taxable_only=True)
+    taxable = _sum(lines, taxable_only=True)
     tax = round_money(taxable * facts.tax_rate_pct / Decimal(100), currency)
-    before_prepayment = _sum(lines, currency) + tax
+    before_prepayment = _sum(lines) + tax
 
     if facts.prepaid_balance is not None:
         prepaid = engine.prepayment_draw(
@@ -406,7 +394,7 @@ def rate_period(facts: RatingInput) -> RatedInvoice:
                 )
             )
 
-    subtotal = _sum(lines, currency)
+    subtotal = _sum(lines)
     return RatedInvoice(
         currency=currency,
         lines=tuple(lines),

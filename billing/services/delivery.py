@@ -181,27 +181,17 @@ def credit_note_email(*, note: CreditNote) -> CreditNote:
     return note
 
 
-def _stripe() -> tuple[Any, Any] | None:
-    """(stripe_enabled, stripe_invoice_push), or None while the Stripe module is not deployed."""
-    try:
-        from billing.services.stripe import stripe_enabled, stripe_invoice_push
-    except ModuleNotFoundError as error:
-        if error.name != "billing.services.stripe":
-            raise  # a missing dependency of the module is a real failure, not "no Stripe"
-        return None
-    return stripe_enabled, stripe_invoice_push
-
-
 def _stripe_step(invoice: Invoice, *, now: datetime) -> str:
     """Push the invoice to Stripe once, when Stripe is configured; returns what happened."""
     # stripe_pushed_at, not stripe_invoice_id, marks the end: the push stores the id as soon as
     # the Stripe invoice exists and resumes a half-done push itself.
     if invoice.stripe_pushed_at is not None:
         return "already_pushed"
-    stripe = _stripe()
-    if stripe is None or not stripe[0]():
+    from billing.services.stripe import stripe_enabled, stripe_invoice_push
+
+    if not stripe_enabled():
         return "disabled"
-    stripe_id = stripe[1](invoice=invoice)
+    stripe_id = stripe_invoice_push(invoice=invoice)
     # The push service records both itself; fill them only if it did not.
     Invoice.objects.filter(pk=invoice.pk, stripe_pushed_at__isnull=True).update(
         stripe_invoice_id=stripe_id, stripe_pushed_at=now, updated_at=timezone.now()

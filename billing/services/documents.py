@@ -29,6 +29,7 @@ from billing.models import (
     InvoiceStatus,
     NumberSeries,
 )
+from billing.services.invoices import invoice_rate_draft
 from contracts.services import contract_lock
 from core.errors import Conflict, SemanticError, ValidationFailed
 from core.money import round_money
@@ -89,8 +90,6 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
     The draft is re-rated first (usage that arrived within the grace window counts), so the
     caller passes the draft and gets back what was issued.
     """
-    from billing.services.invoices import invoice_rate_draft
-
     now = now or timezone.now()
     invoice = invoice_lock(invoice)
     if invoice.status in ISSUED_STATUSES or invoice.status == InvoiceStatus.VOID:

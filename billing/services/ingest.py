@@ -18,14 +18,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, Max, OuterRef, QuerySet
-from django.db.models.functions import Coalesce, Least
+from django.db.models import Max
 from pydantic import ValidationError
 
 from accounts.errors import Forbidden
 from accounts.models import Organization
 from billing.models import ISSUED_STATUSES, Invoice, UsageBatch, UsageStatus
 from billing.schemas import USAGE_EVENTS, UsageEventIn
+from billing.selectors import contract_ends_at
 from contracts.choices import ContractStatus, PricingBasis
 from contracts.engine import billing_periods
 from contracts.models import Contract
@@ -215,23 +215,6 @@ def _parse(raw_events: list[Any]) -> tuple[Sequence[int], list[UsageEventIn], di
 # ---------------------------------------------------------------- contracts
 
 
-def _closed_for_usage(contracts: QuerySet[Contract]) -> set[int]:
-    """Ended contracts whose final period is invoiced: late usage has no invoice left to join."""
-    issued = Invoice.objects.filter(
-        contract=OuterRef("pk"),
-        status__in=ISSUED_STATUSES,
-        period_end__gte=Least(
-            F("contract__term_end"),
-            Coalesce(F("contract__ended_at"), F("contract__term_end")),
-        ),
-    )
-    return set(
-        contracts.filter(status=ContractStatus.ENDED)
-        .filter(Exists(issued))
-        .values_list("pk", flat=True)
-    )
-
-
 def _contract_windows(
     *, provider: Organization, contract_ids: Iterable[int], now: datetime
 ) -> dict[int, ContractWindow]:
@@ -248,7 +231,6 @@ def _contract_windows(
             "SELECT id FROM contracts_contract WHERE id = ANY(%s) ORDER BY id FOR SHARE",
             [list(contracts.values_list("pk", flat=True))],
         )
-    closed_for_usage = _closed_for_usage(contracts)
     invoiced_until = dict(
         Invoice.objects.filter(contract__in=contracts, status__in=ISSUED_STATUSES)
         .values("contract_id")
@@ -269,7 +251,10 @@ def _contract_windows(
             refusal = _reason(
                 "contract_not_live", f"Contract {contract.number} is a draft.", "contract"
             )
-        elif contract.pk in closed_for_usage:
+        elif contract.status == ContractStatus.ENDED and invoiced_until.get(
+            contract.pk, contract.term_start
+        ) >= contract_ends_at(contract):
+            # The final period is invoiced: late usage has no invoice left to join.
             refusal = _reason(
                 "contract_closed",
                 f"Contract {contract.number} ended and its final invoice is issued; usage can no"

@@ -150,15 +150,6 @@ def invoice_generate(
     return invoice, True
 
 
-@transaction.atomic
-def invoice_refresh(*, invoice: Invoice, now: datetime | None = None) -> Invoice:
-    """Re-rate a draft now (operators after fixing facts; the cycle before finalizing)."""
-    from billing.services.documents import invoice_lock
-
-    invoice = invoice_lock(invoice)
-    return invoice_rate_draft(invoice=invoice, now=now or timezone.now(), record_decisions=False)
-
-
 def invoice_preview(*, contract: Contract, now: datetime | None = None) -> rating.RatedInvoice:
     """The running period's invoice so far: rated as if the period closed now; nothing stored.
 
