@@ -1,8 +1,9 @@
-"""Admin for offers and SLA offerings: list filters, search, and the same rules as the API.
+"""Admin for offers, SLA offerings and their subscriptions, and quote shortfalls: list filters,
+search, and the same rules as the API.
 
 The lead adds leases, allocations and acceptance runs to this module. Publishing and pausing go
 through leasing.services; the forms ask the services' rule functions, so a bad ladder or clause
-set is refused here with the same wording as in the API.
+set (or a bad subscription link) is refused here with the same wording as in the API.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from simple_history.admin import SimpleHistoryAdmin
 
+from core.errors import ApplicationError
 from leasing.choices import OfferStatus
-from leasing.models import Offer, SlaOffering
+from leasing.models import Offer, QuoteShortfall, SlaOffering, SlaSubscription
 from leasing.services.offers import (
     offer_update,
     offer_validate_terms,
     sla_offering_update,
     sla_offering_validate_terms,
+    sla_subscription_check,
+    sla_subscription_create,
 )
 
 
@@ -158,6 +162,28 @@ class SlaOfferingForm(forms.ModelForm[SlaOffering]):
         return cleaned
 
 
+class SlaSubscriptionInline(admin.TabularInline[SlaSubscription, SlaOffering]):
+    """The contracts that buy from the offering (linked on the SLA subscription page)."""
+
+    model = SlaSubscription
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ("contract", "lessee", "created_at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SlaSubscription]:
+        return super().get_queryset(request).select_related("contract__lessee")
+
+    @admin.display(description="Lessee")
+    def lessee(self, subscription: SlaSubscription) -> str:
+        return str(subscription.contract.lessee)
+
+
 @admin.register(SlaOffering)
 class SlaOfferingAdmin(SimpleHistoryAdmin):
     """Token-priced inference offerings by provider, currency and status."""
@@ -181,6 +207,7 @@ class SlaOfferingAdmin(SimpleHistoryAdmin):
     raw_id_fields = ["provider"]
     filter_horizontal = ["nodes"]
     readonly_fields = ["created_at", "updated_at"]
+    inlines = [SlaSubscriptionInline]
     actions = ["publish", "pause"]
 
     @admin.action(description="Publish the selected SLA offerings")
@@ -192,6 +219,86 @@ class SlaOfferingAdmin(SimpleHistoryAdmin):
     def pause(self, request: HttpRequest, queryset: QuerySet[SlaOffering]) -> None:
         for offering in queryset:
             sla_offering_update(offering=offering, changes={"status": OfferStatus.PAUSED})
+
+
+class SlaSubscriptionForm(forms.ModelForm[SlaSubscription]):
+    """A link the service accepts: a token-SLA contract of the offering's provider and currency."""
+
+    class Meta:
+        model = SlaSubscription
+        fields = ["offering", "contract"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        offering, contract = cleaned.get("offering"), cleaned.get("contract")
+        if offering is not None and contract is not None:
+            try:
+                sla_subscription_check(offering=offering, contract=contract)
+            except ApplicationError as error:
+                raise ValidationError(error.message, code=error.code) from error
+        return cleaned
+
+
+@admin.register(SlaSubscription)
+class SlaSubscriptionAdmin(admin.ModelAdmin[SlaSubscription]):
+    """Operators link token-SLA contracts to SLA offerings; a link is never edited afterwards."""
+
+    form = SlaSubscriptionForm
+    list_display = ["id", "contract", "lessee", "offering", "provider", "created_at"]
+    list_filter = ["offering__provider", "offering__currency"]
+    search_fields = ["contract__number", "contract__lessee__name", "offering__served_model_name"]
+    list_select_related = ["contract__lessee", "offering__provider"]
+    raw_id_fields = ["offering", "contract"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["offering", "contract", "created_at"] if obj is not None else []
+
+    def save_model(
+        self, request: HttpRequest, obj: SlaSubscription, form: Any, change: bool
+    ) -> None:
+        if change:
+            return  # nothing on a link is editable
+        created = sla_subscription_create(offering=obj.offering, contract=obj.contract)
+        obj.pk, obj.created_at = created.pk, created.created_at
+
+    @admin.display(description="Lessee", ordering="contract__lessee__name")
+    def lessee(self, subscription: SlaSubscription) -> str:
+        return str(subscription.contract.lessee)
+
+    @admin.display(description="Provider", ordering="offering__provider__name")
+    def provider(self, subscription: SlaSubscription) -> str:
+        return str(subscription.offering.provider)
+
+
+@admin.register(QuoteShortfall)
+class QuoteShortfallAdmin(admin.ModelAdmin[QuoteShortfall]):
+    """Quote requests that found no capacity, read-only: the unmet demand by model and date."""
+
+    list_display = [
+        "requested_at",
+        "customer",
+        "gpu_model",
+        "gpu_count",
+        "pricing_mode",
+        "country",
+        "start",
+        "end",
+        "free_gpus",
+        "largest_pool_gpus",
+    ]
+    list_filter = ["gpu_model", "pricing_mode", "requested_at", "country"]
+    search_fields = ["customer__name", "customer__slug", "gpu_model__slug"]
+    list_select_related = ["customer", "gpu_model"]
+    date_hierarchy = "requested_at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # written by quote_create when a request finds no capacity
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 # Leases, holds, allocations and the per-node calendar (kept in their own module).

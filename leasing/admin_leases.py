@@ -67,8 +67,9 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
         "end",
         "status",
         "placement",
+        "workload",
     ]
-    list_filter = ["status", "pricing_mode", "placement", "offer__provider"]
+    list_filter = ["status", "pricing_mode", "workload", "placement", "offer__provider"]
     search_fields = ["contract__number", "customer__name", "offer__name"]
     list_select_related = ["contract", "customer", "offer"]
     inlines = [AllocationInline, PreemptionInline]
@@ -86,6 +87,7 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
         "currency",
         "status",
         "placement",
+        "workload",
         "ended_at",
         "acceptance_runs",
     ]

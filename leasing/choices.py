@@ -20,6 +20,14 @@ class PricingMode(models.TextChoices):
     INTERRUPTIBLE = "interruptible", "Interruptible"
 
 
+class Workload(models.TextChoices):
+    """What the customer says a lease runs, for capacity planning (set once, at creation)."""
+
+    TRAINING = "training", "Training"
+    INFERENCE = "inference", "Inference"
+    UNSPECIFIED = "unspecified", "Unspecified"
+
+
 class HoldStatus(models.TextChoices):
     """A hold reserves GPUs for a short time until it becomes a lease or lapses."""
 

@@ -1,4 +1,5 @@
-"""The shop: offers, SLA offerings, quotes, holds, leases and the GPU allocations behind them."""
+"""The shop: offers, SLA offerings and their subscriptions, quotes and the shortfalls of quotes
+that found no capacity, holds, leases and the GPU allocations behind them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from simple_history.models import HistoricalRecords
 from accounts.models import Organization
 from contracts.models import Contract, history_user
 from inventory.models import Gpu, GpuModel, Node, Site
-from leasing.choices import AllocationEnd, HoldStatus, LeaseStatus, OfferStatus, PricingMode
+from leasing.choices import (
+    AllocationEnd,
+    HoldStatus,
+    LeaseStatus,
+    OfferStatus,
+    PricingMode,
+    Workload,
+)
 
 RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
 AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 2}
@@ -129,6 +137,25 @@ class SlaOffering(models.Model):
         return f"{self.served_model_name} ({self.provider})"
 
 
+class SlaSubscription(models.Model):
+    """A token-SLA contract's link to the SLA offering it buys from (one offering per contract)."""
+
+    offering = models.ForeignKey(
+        SlaOffering, on_delete=models.PROTECT, related_name="subscriptions"
+    )
+    contract = models.OneToOneField(
+        Contract, on_delete=models.PROTECT, related_name="sla_subscription"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "SLA subscription"
+
+    def __str__(self) -> str:
+        return f"{self.contract.number} → {self.offering.served_model_name}"
+
+
 class Quote(models.Model):
     """An exact price for a count of GPUs over a window; it holds nothing and expires."""
 
@@ -156,6 +183,46 @@ class Quote(models.Model):
 
     def __str__(self) -> str:
         return f"quote {self.pk}: {self.gpu_count} x {self.offer}"
+
+
+class QuoteShortfall(models.Model):
+    """A quote request that found no capacity: the queue of unmet demand capacity planning reads."""
+
+    customer = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="quote_shortfalls"
+    )
+    gpu_model = models.ForeignKey(
+        GpuModel, on_delete=models.PROTECT, related_name="quote_shortfalls"
+    )
+    gpu_count = models.PositiveIntegerField()
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    pricing_mode = models.CharField(max_length=16, choices=PricingMode.choices)
+    country = models.CharField(max_length=2, blank=True)
+    free_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The most GPUs of one offer free for the window, if known."
+    )
+    largest_pool_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Set when the count exceeded every matching pool."
+    )
+    requested_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        indexes = [
+            models.Index(fields=["gpu_model", "requested_at"], name="quote_shortfall_model_idx")
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(gpu_count__gt=0), name="quote_shortfall_count_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(end__gt=F("start")), name="quote_shortfall_window_order"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"shortfall {self.pk}: {self.gpu_count} GPU(s) at {self.requested_at:%Y-%m-%d %H:%M}"
 
 
 class Hold(models.Model):
@@ -201,6 +268,12 @@ class Lease(models.Model):
     currency = models.CharField(max_length=3)
     status = models.CharField(max_length=24, choices=LeaseStatus.choices)
     placement = models.CharField(max_length=16, help_text="single_node or multi_node.")
+    workload = models.CharField(
+        max_length=16,
+        choices=Workload.choices,
+        default=Workload.UNSPECIFIED,
+        help_text="What the customer said the lease runs, when it was created.",
+    )
     ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from contracts.models import AcceptanceRun
-from leasing.choices import PricingMode
+from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease
 
 
@@ -67,9 +67,14 @@ class HoldInputSerializer(WindowInputSerializer):
 
 
 class LeaseInputSerializer(HoldInputSerializer):
-    """A lease request: from a hold, a quote, or an offer and a window."""
+    """A lease request: from a hold, a quote, or an offer and a window; what it will run."""
 
     hold = serializers.IntegerField(required=False)
+    workload = serializers.ChoiceField(
+        choices=Workload.choices,
+        required=False,
+        help_text="training, inference or unspecified (the default); set once, at creation.",
+    )
 
 
 class HoldSerializer(serializers.ModelSerializer[Hold]):
@@ -130,6 +135,7 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
             "currency",
             "status",
             "placement",
+            "workload",
             "billing_start",
             "ended_at",
             "created_at",

@@ -29,7 +29,7 @@ from leasing.api.serializers_leasing import (
     LeaseSerializer,
     ReplaceGpuInputSerializer,
 )
-from leasing.choices import PricingMode
+from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.services.leases import (
     LeaseRequest,
@@ -151,7 +151,7 @@ class LeaseViewSet(
     serializer_class = LeaseSerializer
     tenant_fields = ("customer", "offer__provider")
     ordering_fields = ["id", "start", "end", "created_at"]
-    filterset_fields = ["status", "pricing_mode", "offer"]
+    filterset_fields = ["status", "pricing_mode", "workload", "offer"]
 
     @extend_schema(request=LeaseInputSerializer, responses={201: LeaseSerializer})
     @idempotent
@@ -160,17 +160,25 @@ class LeaseViewSet(
         serializer = LeaseInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
+        workload = data.get("workload", Workload.UNSPECIFIED)
         if data.get("hold"):
             hold = Hold.objects.filter(pk=data["hold"], customer=customer).first()
             if hold is None:
                 raise NotFound("No such hold.", code="hold_not_found")
-            lease = lease_create(customer=customer, hold=hold, actor=_actor(request))
+            lease = lease_create(
+                customer=customer, hold=hold, workload=workload, actor=_actor(request)
+            )
         elif data.get("quote"):
             quote = _own_quote(data["quote"], customer)
-            lease = lease_create(customer=customer, quote=quote, actor=_actor(request))
+            lease = lease_create(
+                customer=customer, quote=quote, workload=workload, actor=_actor(request)
+            )
         else:
             lease = lease_create(
-                customer=customer, request=_window_request(data), actor=_actor(request)
+                customer=customer,
+                request=_window_request(data),
+                workload=workload,
+                actor=_actor(request),
             )
         return Response(
             LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data,

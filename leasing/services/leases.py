@@ -37,6 +37,7 @@ from leasing.choices import (
     LeaseStatus,
     OfferStatus,
     PricingMode,
+    Workload,
 )
 from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
 from leasing.models import Allocation, Hold, Lease, Offer, PreemptionNotice, Quote
@@ -224,6 +225,7 @@ def _lease_row(
     rate: Decimal,
     placement: str,
     hold: Hold | None,
+    workload: str,
 ) -> Lease:
     status = (
         LeaseStatus.PENDING_ACCEPTANCE
@@ -244,6 +246,7 @@ def _lease_row(
         currency=request.offer.currency,
         status=status,
         placement=placement,
+        workload=workload,
     )
 
 
@@ -301,15 +304,27 @@ def lease_create(
     request: LeaseRequest | None = None,
     hold: Hold | None = None,
     quote: Quote | None = None,
+    workload: str = Workload.UNSPECIFIED,
     actor: str,
     now: datetime | None = None,
 ) -> Lease:
-    """Lease from a hold, a quote, or an offer + count + window; creates the contract too."""
+    """Lease from a hold, a quote, or an offer + count + window; creates the contract too.
+
+    `workload` (training, inference or unspecified) is set here once; nothing changes it later.
+    """
     now = now or timezone.now()
+    if workload not in Workload.values:
+        raise ValidationFailed(
+            f"workload is one of {', '.join(Workload.values)}.",
+            code="invalid_workload",
+            detail={"field": "workload"},
+        )
     expired_holds_release(now=now)
     with transaction.atomic():
         if hold is not None:
-            return _lease_from_hold(customer=customer, hold=hold, actor=actor, now=now)
+            return _lease_from_hold(
+                customer=customer, hold=hold, workload=workload, actor=actor, now=now
+            )
         if quote is not None:
             if quote.customer_id != customer.pk:
                 raise Conflict("The quote is not yours.", code="quote_not_yours")
@@ -318,11 +333,13 @@ def lease_create(
             raise ValidationFailed(
                 "Give a hold, a quote, or an offer and a window.", code="invalid"
             )
-        return _lease_from_request(customer=customer, request=request, actor=actor, now=now)
+        return _lease_from_request(
+            customer=customer, request=request, workload=workload, actor=actor, now=now
+        )
 
 
 def _lease_from_request(
-    *, customer: Organization, request: LeaseRequest, actor: str, now: datetime
+    *, customer: Organization, request: LeaseRequest, workload: str, actor: str, now: datetime
 ) -> Lease:
     interruptible = request.pricing_mode == PricingMode.INTERRUPTIBLE
     placement = place(
@@ -343,6 +360,7 @@ def _lease_from_request(
         rate=rate,
         placement=placement.placement,
         hold=None,
+        workload=workload,
     )
     taken_from_interruptible: set[int] = set()
     if placement.preempt:
@@ -369,7 +387,9 @@ def _lease_from_request(
     return lease
 
 
-def _lease_from_hold(*, customer: Organization, hold: Hold, actor: str, now: datetime) -> Lease:
+def _lease_from_hold(
+    *, customer: Organization, hold: Hold, workload: str, actor: str, now: datetime
+) -> Lease:
     hold = (
         Hold.objects.select_for_update(of=("self",))
         .select_related("offer__gpu_model")
@@ -397,6 +417,7 @@ def _lease_from_hold(*, customer: Organization, hold: Hold, actor: str, now: dat
         rate=rate,
         placement="single_node" if node_count == 1 else "multi_node",
         hold=hold,
+        workload=workload,
     )
     # The GPUs stay booked without a gap: the hold's rows become the lease's.
     allocations.update(lease=lease, hold=None)

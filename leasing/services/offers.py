@@ -1,4 +1,5 @@
-"""Offers and SLA offerings: what providers sell. One transaction per use case.
+"""Offers and SLA offerings: what providers sell, and the token-SLA contracts subscribed to an
+SLA offering. One transaction per use case.
 
 Changing or pausing an offer never touches existing leases: a lease copies its price and terms
 (and its contract freezes the clauses) when it is created.
@@ -10,17 +11,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Organization
+from contracts.choices import PricingBasis
+from contracts.models import Contract
 from contracts.schemas import validate_clause_set
-from core.errors import ApplicationError, Conflict, NotFound
+from core.errors import ApplicationError, Conflict, NotFound, SemanticError
 from inventory.iso_codes import is_currency_code
 from inventory.models import GpuModel, Node, Site
 from inventory.rules import FieldError, raise_if_any
 from leasing.choices import OfferStatus
-from leasing.models import Offer, SlaOffering
+from leasing.models import Offer, SlaOffering, SlaSubscription
 from leasing.pricing import ladder_from_json
 
 OFFER_FIELDS = (
@@ -359,5 +362,75 @@ def sla_offering_update(*, offering: SlaOffering, changes: Mapping[str, Any]) ->
 
 @transaction.atomic
 def sla_offering_delete(*, offering: SlaOffering) -> None:
-    """Remove an SLA offering (nothing references it yet: usage is billed per contract)."""
+    """Remove an SLA offering no contract subscribes to; otherwise pause it instead (409)."""
+    offering = SlaOffering.objects.select_for_update().get(pk=offering.pk)
+    if offering.subscriptions.exists():
+        raise Conflict(
+            "Contracts subscribe to the SLA offering; pause it instead of deleting it.",
+            code="sla_offering_in_use",
+        )
     offering.delete()
+
+
+# ------------------------------------------------------------------ SLA subscriptions
+
+
+class ContractAlreadySubscribed(Conflict):
+    """The contract is already linked to an SLA offering (409)."""
+
+    code = "contract_already_subscribed"
+    default_message = "The contract already subscribes to an SLA offering."
+
+
+def sla_subscription_check(*, offering: SlaOffering, contract: Contract) -> None:
+    """Raise the refusal sla_subscription_create gives this link, if any (the admin form asks)."""
+    if contract.pricing_basis != PricingBasis.TOKEN_SLA:
+        raise SemanticError(
+            f"Contract {contract.number} is a {contract.get_pricing_basis_display().lower()} "
+            "contract; only token-SLA contracts subscribe to an SLA offering.",
+            code="contract_not_token_sla",
+            detail={"contract": contract.number, "pricing_basis": contract.pricing_basis},
+        )
+    if contract.lessor_id != offering.provider_id:
+        raise SemanticError(
+            f"The SLA offering is sold by {offering.provider}, not by {contract.lessor}, the "
+            f"lessor of contract {contract.number}.",
+            code="offering_of_another_provider",
+            detail={"contract": contract.number, "offering": offering.pk},
+        )
+    if contract.currency != offering.currency:
+        raise SemanticError(
+            f"Contract {contract.number} is in {contract.currency}; the SLA offering is in "
+            f"{offering.currency}.",
+            code="currency_mismatch",
+            detail={
+                "contract_currency": contract.currency,
+                "offering_currency": offering.currency,
+            },
+        )
+    if SlaSubscription.objects.filter(contract_id=contract.pk).exists():
+        raise ContractAlreadySubscribed(
+            f"Contract {contract.number} already subscribes to an SLA offering.",
+            detail={"contract": contract.number},
+        )
+
+
+@transaction.atomic
+def sla_subscription_create(*, offering: SlaOffering, contract: Contract) -> SlaSubscription:
+    """Link a token-SLA contract to the SLA offering of its lessor, in its currency, once.
+
+    Errors: 422 contract_not_token_sla / offering_of_another_provider / currency_mismatch;
+    409 contract_already_subscribed (also when a concurrent link wins the unique contract).
+    """
+    sla_subscription_check(offering=offering, contract=contract)
+    try:
+        # A savepoint, so that losing the race leaves the caller's transaction usable.
+        with transaction.atomic():
+            return SlaSubscription.objects.create(offering=offering, contract=contract)
+    except IntegrityError as error:
+        if not SlaSubscription.objects.filter(contract_id=contract.pk).exists():
+            raise
+        raise ContractAlreadySubscribed(
+            f"Contract {contract.number} already subscribes to an SLA offering.",
+            detail={"contract": contract.number},
+        ) from error

@@ -2,11 +2,13 @@
 
 A quote holds nothing — GPUs are reserved only by a hold or a lease — and it expires after
 QUOTE_TTL_MINUTES (15 by default). Each quote keeps the price breakdown and the contract terms
-the lease would get, as they were when quoted.
+the lease would get, as they were when quoted. A request no offer can serve for lack of capacity
+leaves a QuoteShortfall row (the unmet demand capacity planning watches) and answers 409.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -20,12 +22,13 @@ from accounts.models import Organization
 from core.errors import Conflict, SemanticError, ValidationFailed
 from inventory.models import GpuModel
 from leasing.choices import PricingMode
-from leasing.models import Offer, Quote
+from leasing.models import Offer, Quote, QuoteShortfall
 from leasing.pricing import offer_prices, price_window
 from leasing.selectors import (
     MAX_TERM_MONTHS,
     CapacityFilters,
     CapacityResult,
+    Window,
     capacity_search,
     window_resolve,
 )
@@ -66,7 +69,8 @@ def quote_ttl() -> timedelta:
     return timedelta(minutes=getattr(settings, "QUOTE_TTL_MINUTES", DEFAULT_QUOTE_TTL_MINUTES))
 
 
-def _validate(request: QuoteRequest) -> None:
+def _validate(request: QuoteRequest) -> GpuModel:
+    """Refuse a malformed request (400); the GPU model it names, from the catalog."""
     if request.gpu_count <= 0:
         raise ValidationFailed(
             "gpu_count must be positive.", code="invalid_count", detail={"field": "gpu_count"}
@@ -95,12 +99,20 @@ def _validate(request: QuoteRequest) -> None:
             code="invalid_price_cap",
             detail={"field": "max_price_per_gpu_hour"},
         )
-    if not GpuModel.objects.filter(slug=request.gpu_model).exists():
+    if request.country is not None and not re.fullmatch(r"[A-Za-z]{2}", request.country):
+        raise ValidationFailed(
+            "country is an ISO-3166 alpha-2 code, e.g. AU.",
+            code="invalid_country",
+            detail={"field": "country"},
+        )
+    gpu_model = GpuModel.objects.filter(slug=request.gpu_model).first()
+    if gpu_model is None:
         raise ValidationFailed(
             f"{request.gpu_model!r} is not in the GPU catalog.",
             code="unknown_gpu_model",
             detail={"field": "gpu_model"},
         )
+    return gpu_model
 
 
 def _choose(
@@ -150,6 +162,30 @@ def _choose(
     return fitting[:MAX_QUOTES]
 
 
+def _shortfall_record(
+    *,
+    customer: Organization,
+    request: QuoteRequest,
+    gpu_model: GpuModel,
+    window: Window,
+    error: NoCapacity,
+    now: datetime,
+) -> QuoteShortfall:
+    """Keep the unmet request with the free count and largest pool the refusal reported."""
+    return QuoteShortfall.objects.create(
+        customer=customer,
+        gpu_model=gpu_model,
+        gpu_count=request.gpu_count,
+        start=window.start,
+        end=window.end,
+        pricing_mode=request.pricing_mode,
+        country=(request.country or "").upper(),
+        free_gpus=error.detail.get("free_gpus"),
+        largest_pool_gpus=error.detail.get("largest_pool_gpus"),
+        requested_at=now,
+    )
+
+
 def _breakdown(
     offer: Offer,
     candidate: CapacityResult,
@@ -196,11 +232,14 @@ def quote_create(
 ) -> list[Quote]:
     """Price the request at up to three offers that can serve it, cheapest first; hold nothing.
 
-    Errors: 400 invalid_count / unknown_gpu_model / term_required / window codes; 422
-    price_cap_below_offers; 409 no_capacity (with the free count now, or the largest pool).
+    Errors: 400 invalid_count / invalid_country / unknown_gpu_model / term_required / window
+    codes; 422 price_cap_below_offers; 409 no_capacity (with the free count now, or the largest
+    pool), which also records a QuoteShortfall. The shortfall is written outside any transaction of
+    this function, so the 409 leaves it committed (the API runs this without ATOMIC_REQUESTS,
+    and @idempotent commits its 4xx answers); a caller's own atomic block would roll it back.
     """
     now = now or timezone.now()
-    _validate(request)
+    gpu_model = _validate(request)
     window = window_resolve(
         start=request.start,
         end=request.end,
@@ -225,7 +264,18 @@ def quote_create(
             now=now,
         )
     )
-    chosen = _choose(candidates, request, currency)
+    try:
+        chosen = _choose(candidates, request, currency)
+    except NoCapacity as error:
+        _shortfall_record(
+            customer=customer,
+            request=request,
+            gpu_model=gpu_model,
+            window=window,
+            error=error,
+            now=now,
+        )
+        raise
     offers = Offer.objects.in_bulk([candidate.offer_id for candidate in chosen])
     expires_at = now + quote_ttl()
     quotes = []

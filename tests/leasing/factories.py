@@ -20,8 +20,8 @@ from accounts.models import Organization
 from inventory.choices import OutageKind
 from inventory.models import Gpu, Node, Outage, Site
 from leasing.choices import HoldStatus, PricingMode
-from leasing.models import Allocation, Hold, Offer
-from leasing.services.offers import offer_create
+from leasing.models import Allocation, Hold, Offer, SlaOffering
+from leasing.services.offers import offer_create, sla_offering_create
 from tests.factories import OrganizationFactory
 from tests.inventory.factories import make_node, make_site
 
@@ -150,6 +150,22 @@ def make_offer(
     )
     offer.pool_nodes = built  # type: ignore[attr-defined]
     return offer
+
+
+def make_sla_offering(provider: Organization, **overrides: Any) -> SlaOffering:
+    """A published SLA offering of the provider (USD, Llama 70B, 99.9 %), through the service."""
+    fields: dict[str, Any] = {
+        "served_model_name": f"llama-3.1-70b-instruct #{next(_sequence)}",
+        "price_per_million_input_tokens": Decimal("0.50"),
+        "price_per_million_output_tokens": Decimal("1.50"),
+        "currency": "USD",
+        "availability_slo_pct": Decimal("99.9"),
+        "ttft_p95_ms": 400,
+        "tpot_p99_ms": 60,
+        "committed_tokens_per_s": 20000,
+        **overrides,
+    }
+    return sla_offering_create(provider=provider, **fields)
 
 
 def gpus_of(nodes: Iterable[Node]) -> list[Gpu]:
