@@ -258,6 +258,12 @@ BILLING_FINALIZE_GRACE_HOURS = env.float("BILLING_FINALIZE_GRACE_HOURS", default
 BILLING_PAYMENT_TERMS_DAYS = env.int("BILLING_PAYMENT_TERMS_DAYS", default=30)
 BILLING_TAX_RATE_PCT = Decimal(env.str("BILLING_TAX_RATE_PCT", default="0"))
 
+# --- economics: a pool's trailing-week utilization that raises a capacity signal ---
+ECONOMICS_PLAN_SCALING_UTILIZATION_PCT = env.int(
+    "ECONOMICS_PLAN_SCALING_UTILIZATION_PCT", default=70
+)
+ECONOMICS_ACT_NOW_UTILIZATION_PCT = env.int("ECONOMICS_ACT_NOW_UTILIZATION_PCT", default=90)
+
 # --- idempotency ---
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)
 

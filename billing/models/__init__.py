@@ -1,5 +1,13 @@
 """Billing models, one module per area; import them from here."""
 
+from billing.models.economics import (
+    AssetMonth,
+    AssetPayback,
+    CapacitySignal,
+    EconomicsRun,
+    FxRate,
+    SignalLevel,
+)
 from billing.models.invoices import (
     INVOICE_TRANSITIONS,
     ISSUED_STATUSES,
@@ -27,16 +35,22 @@ from billing.models.usage import (
 __all__ = [
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
+    "AssetMonth",
+    "AssetPayback",
     "BillingRun",
     "BillingRunKind",
+    "CapacitySignal",
     "CreditNote",
     "CreditNoteLine",
     "DocumentSequence",
+    "EconomicsRun",
+    "FxRate",
     "Invoice",
     "InvoiceLine",
     "InvoiceStatus",
     "LineKind",
     "NumberSeries",
+    "SignalLevel",
     "StripeCustomer",
     "StripeEvent",
     "UsageBatch",

@@ -1,4 +1,4 @@
-"""Reads of billing: which periods are due, and the plain facts rating needs for one period."""
+"""Billing periods of a contract, which are due, and the plain facts rating needs for one."""
 
 from __future__ import annotations
 

@@ -27,19 +27,8 @@ from leasing.services.leases import (
     lease_exit,
     request_build,
 )
-from tests.contracts.factories import ACCEPTANCE_TOKENS, STEP_ON_B200_GA
+from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER, STEP_ON_B200_GA
 from tests.leasing.factories import EXIT_TERMS, make_offer, outage
-
-SLA_LADDER: dict[str, Any] = {
-    "kind": "sla_credits",
-    "availability_target_pct": "99.5",
-    "ladder": [
-        {"below_pct": "99.5", "credit_pct": "5"},
-        {"below_pct": "99", "credit_pct": "10"},
-        {"below_pct": "95", "credit_pct": "25"},
-    ],
-    "max_credit_pct_per_period": "30",
-}
 
 
 def at(month: int, day: int, hour: int = 0) -> datetime:

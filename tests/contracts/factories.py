@@ -23,6 +23,19 @@ EXIT_3_MONTHS: dict[str, Any] = {
     "data_migration_party": "lessor",
 }
 
+# Credits by availability band, capped at 30 % of the period's charges.
+SLA_LADDER: dict[str, Any] = {
+    "kind": "sla_credits",
+    "availability_target_pct": "99.5",
+    "ladder": [
+        {"below_pct": "99.5", "credit_pct": "5"},
+        {"below_pct": "99", "credit_pct": "10"},
+        {"below_pct": "95", "credit_pct": "25"},
+    ],
+    "max_credit_pct_per_period": "30",
+}
+
+
 ACCEPTANCE_TOKENS: dict[str, Any] = {
     "kind": "throughput_acceptance",
     "metric": "output_tokens_per_s",

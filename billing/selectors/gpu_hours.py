@@ -1,0 +1,149 @@
+"""GPU-hours of nodes per time bucket: in service, available (outages excluded), allocated."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+
+# GPU-seconds per node and bucket (a month, a week, an hour): available = GPU count x the
+# seconds the node was in service minus the GPU-seconds under outage; allocated = lease
+# allocations net of the outages of their GPU. `multirange_seconds` is created by migration
+# billing 0006. Buckets are clipped to the node's service: from acquisition to retirement
+# (the first history row with status retired) or `now`.
+GPU_SECONDS_SQL = """
+WITH node AS (
+    SELECT n.id, n.gpu_count, n.site_id, n.gpu_model_id,
+           tstzrange(
+               (n.acquired_on::timestamp AT TIME ZONE 'UTC'),
+               GREATEST(
+                   (n.acquired_on::timestamp AT TIME ZONE 'UTC'),
+                   LEAST(COALESCE(r.retired_at, 'infinity'::timestamptz), %(now)s)
+               ),
+               '[)'
+           ) AS service
+    FROM inventory_node n
+    LEFT JOIN (
+        SELECT id, min(history_date) AS retired_at
+        FROM inventory_historicalnode WHERE status = 'retired' GROUP BY id
+    ) r ON r.id = n.id
+    WHERE n.id = ANY(%(node_ids)s)
+),
+bucket AS (
+    SELECT node.id AS node_id, node.gpu_count, b AS bucket_start,
+           node.service * tstzrange(b, b + %(step)s::interval, '[)') AS span
+    FROM node
+    CROSS JOIN LATERAL generate_series(
+        COALESCE(
+            %(start)s::timestamptz,
+            date_trunc('month', lower(node.service) AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+        ),
+        %(end)s::timestamptz - interval '1 microsecond',
+        %(step)s::interval
+    ) AS b
+    WHERE NOT isempty(node.service)
+),
+node_out AS (
+    SELECT o.node_id,
+           range_agg(tstzrange(
+               o.start, GREATEST(o.start, LEAST(COALESCE(o."end", %(now)s), %(now)s)), '[)'
+           )) AS spans
+    FROM inventory_outage o
+    WHERE o.gpu_id IS NULL AND o.node_id = ANY(%(node_ids)s) AND o.start < %(now)s
+    GROUP BY o.node_id
+),
+gpu_out AS (
+    SELECT o.node_id, o.gpu_id,
+           range_agg(tstzrange(
+               o.start, GREATEST(o.start, LEAST(COALESCE(o."end", %(now)s), %(now)s)), '[)'
+           )) AS spans
+    FROM inventory_outage o
+    WHERE o.gpu_id IS NOT NULL AND o.node_id = ANY(%(node_ids)s) AND o.start < %(now)s
+    GROUP BY o.node_id, o.gpu_id
+),
+alloc AS (
+    SELECT a.node_id, a.gpu_id,
+           tstzrange(lower(a.period), LEAST(upper(a.period), %(now)s), '[)') AS span
+    FROM leasing_allocation a
+    WHERE a.lease_id IS NOT NULL AND a.released_at IS NULL
+      AND a.node_id = ANY(%(node_ids)s) AND lower(a.period) < %(now)s
+),
+allocated AS (
+    SELECT b.node_id, b.bucket_start,
+           sum(multirange_seconds(
+               tstzmultirange(al.span * b.span)
+               - COALESCE(nout.spans, '{}'::tstzmultirange)
+               - COALESCE(gout.spans, '{}'::tstzmultirange)
+           )) AS seconds
+    FROM bucket b
+    JOIN alloc al ON al.node_id = b.node_id AND al.span && b.span
+    LEFT JOIN node_out nout ON nout.node_id = b.node_id
+    LEFT JOIN gpu_out gout ON gout.node_id = b.node_id AND gout.gpu_id = al.gpu_id
+    WHERE NOT isempty(b.span)
+    GROUP BY b.node_id, b.bucket_start
+)
+SELECT b.node_id, b.bucket_start,
+       multirange_seconds(tstzmultirange(b.span)) AS service_seconds,
+       b.gpu_count * multirange_seconds(tstzmultirange(b.span))
+         - b.gpu_count * COALESCE(
+             multirange_seconds(nout.spans * tstzmultirange(b.span)), 0)
+         - COALESCE((
+             SELECT sum(multirange_seconds(
+                 (g.spans - COALESCE(nout.spans, '{}'::tstzmultirange)) * tstzmultirange(b.span)))
+             FROM gpu_out g WHERE g.node_id = b.node_id
+           ), 0) AS available_seconds,
+       COALESCE(al.seconds, 0) AS allocated_seconds
+FROM bucket b
+LEFT JOIN node_out nout ON nout.node_id = b.node_id
+LEFT JOIN allocated al ON al.node_id = b.node_id AND al.bucket_start = b.bucket_start
+WHERE %(keep_empty)s OR NOT isempty(b.span)
+ORDER BY b.node_id, b.bucket_start
+"""
+
+HOUR = Decimal("3600")
+HOURS = Decimal("0.0001")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeconds:
+    """One bucket of one node: service seconds, available and allocated GPU-seconds."""
+
+    service: Decimal
+    available: Decimal
+    allocated: Decimal
+
+
+def gpu_seconds(
+    *,
+    node_ids: Sequence[int],
+    now: datetime,
+    step: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    keep_empty: bool = False,
+) -> dict[tuple[int, datetime], GpuSeconds]:
+    """GPU-seconds of each node per bucket of `step` ('1 month', '1 hour', '7 days').
+
+    Without `start`, buckets begin at each node's acquisition month; they run to `end`
+    (default `now`). `keep_empty` keeps buckets outside the node's service, at zero.
+    """
+    if not node_ids:
+        return {}
+    params: dict[str, Any] = {
+        "node_ids": list(node_ids),
+        "now": now,
+        "step": step,
+        "start": start,
+        "end": end or now,
+        "keep_empty": keep_empty,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(GPU_SECONDS_SQL, params)
+        return {
+            (node_id, bucket): GpuSeconds(Decimal(service), Decimal(available), Decimal(allocated))
+            for node_id, bucket, service, available, allocated in cursor.fetchall()
+        }

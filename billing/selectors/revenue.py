@@ -1,0 +1,251 @@
+"""Revenue attribution: which node earned which part of each invoice and credit-note line."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+
+from billing.models import CreditNoteLine, InvoiceLine, InvoiceStatus, LineKind
+from leasing.models import SlaSubscription
+
+ZERO = Decimal("0")
+
+# Issued invoices count as revenue; drafts are not final, void ones never happened, and an
+# uncollectible invoice brings no cash.
+COUNTED_STATUSES = (InvoiceStatus.FINALIZED, InvoiceStatus.SENT, InvoiceStatus.PAID)
+# Paying from a prepayment or returning a deposit moves cash the service already earned (or
+# never earned); they are not revenue of any month.
+NOT_REVENUE = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
+
+
+@dataclass(slots=True)
+class RevenuePiece:
+    """Part of one invoice or credit-note line that falls on one node in one month."""
+
+    currency: str
+    kind: str
+    amount: Decimal
+    document: str
+
+
+@dataclass(slots=True)
+class Attribution:
+    """Revenue per (node, month), and what could not be placed on any node."""
+
+    pieces: dict[tuple[int, date], list[RevenuePiece]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    unattributed: list[dict[str, str]] = field(default_factory=list)
+
+
+def _month_start(moment: datetime) -> date:
+    return date(moment.year, moment.month, 1)
+
+
+def next_month(month: date) -> date:
+    return date(month.year + month.month // 12, month.month % 12 + 1, 1)
+
+
+def _month_bounds(month: date) -> tuple[datetime, datetime]:
+    start = datetime(month.year, month.month, 1, tzinfo=UTC)
+    following = next_month(month)
+    return start, datetime(following.year, following.month, 1, tzinfo=UTC)
+
+
+def month_shares(start: datetime, end: datetime) -> list[tuple[date, Decimal]]:
+    """How a service window spreads over calendar months (a point in time: all in its month)."""
+    if end <= start:
+        return [(_month_start(start.astimezone(UTC)), Decimal(1))]
+    total = Decimal((end - start).total_seconds())
+    shares = []
+    month = _month_start(start.astimezone(UTC))
+    while True:
+        month_start, month_end = _month_bounds(month)
+        if month_start >= end:
+            break
+        overlap = min(end, month_end) - max(start, month_start)
+        if overlap.total_seconds() > 0:
+            shares.append((month, Decimal(overlap.total_seconds()) / total))
+        month = next_month(month)
+    return shares
+
+
+def _weights(raw: dict[Any, Any]) -> dict[int, Decimal]:
+    return {int(node): Decimal(str(seconds)) for node, seconds in raw.items() if seconds}
+
+
+def _lease_weights() -> dict[int, dict[int, Decimal]]:
+    """Each lease contract's GPU-seconds per node over its whole life."""
+    sql = """
+        SELECT l.contract_id, a.node_id,
+               sum(EXTRACT(EPOCH FROM upper(a.period) - lower(a.period)))
+        FROM leasing_allocation a JOIN leasing_lease l ON l.id = a.lease_id
+        WHERE a.released_at IS NULL
+        GROUP BY l.contract_id, a.node_id
+    """
+    weights: dict[int, dict[int, Decimal]] = defaultdict(dict)
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        for contract_id, node_id, seconds in cursor.fetchall():
+            weights[contract_id][node_id] = Decimal(seconds)
+    return weights
+
+
+def _subscription_weights() -> dict[int, dict[int, Decimal]]:
+    """Each token contract's serving nodes (its SLA offering's), weighted by GPU count."""
+    weights: dict[int, dict[int, Decimal]] = defaultdict(dict)
+    rows = SlaSubscription.objects.values_list(
+        "contract_id", "offering__nodes__id", "offering__nodes__gpu_count"
+    )
+    for contract_id, node_id, gpu_count in rows:
+        if node_id is not None:
+            weights[contract_id][node_id] = Decimal(gpu_count)
+    return weights
+
+
+def _spread(
+    attribution: Attribution,
+    *,
+    amount: Decimal,
+    weights: dict[int, Decimal],
+    window: tuple[datetime, datetime],
+    currency: str,
+    kind: str,
+    document: str,
+) -> None:
+    total = sum(weights.values(), ZERO)
+    for month, month_share in month_shares(*window):
+        for node_id, weight in weights.items():
+            attribution.pieces[node_id, month].append(
+                RevenuePiece(currency, kind, amount * month_share * weight / total, document)
+            )
+
+
+def revenue_attribute() -> Attribution:
+    """Place every revenue line of every issued invoice (and every credit) on nodes and months.
+
+    A card-hour line goes to the nodes it metered (`gpu_seconds_by_node`); any other line of a
+    lease's invoice (SLA credit, exit fee, true-up, late usage) follows the invoice's card-hours,
+    or the lease's allocations when the invoice has none; a token contract's lines go to the
+    nodes of its SLA offering by GPU count. Months share a line by its service window.
+    Credit notes take their line's (or their invoice's) place with the opposite sign.
+    """
+    attribution = Attribution()
+    lease_weights = _lease_weights()
+    subscription_weights = _subscription_weights()
+    lines: list[dict[str, Any]] = [
+        dict(line)
+        for line in InvoiceLine.objects.filter(invoice__status__in=COUNTED_STATUSES)
+        .exclude(kind__in=NOT_REVENUE)
+        .values(
+            "id",
+            "invoice_id",
+            "invoice__contract_id",
+            "invoice__number",
+            "invoice__period_start",
+            "invoice__period_end",
+            "kind",
+            "amount",
+            "currency",
+            "service_start",
+            "service_end",
+            "inputs",
+        )
+        .order_by("id")
+    ]
+    invoice_weights: dict[int, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for line in lines:
+        if line["kind"] == LineKind.CARD_HOURS:
+            for node_id, seconds in _weights(line["inputs"].get("gpu_seconds_by_node", {})).items():
+                invoice_weights[line["invoice_id"]][node_id] += seconds
+
+    def weights_of(line: dict[str, Any]) -> dict[int, Decimal]:
+        if line["kind"] == LineKind.CARD_HOURS:
+            own = _weights(line["inputs"].get("gpu_seconds_by_node", {}))
+            if own:
+                return own
+        contract_id = line["invoice__contract_id"]
+        return (
+            dict(invoice_weights.get(line["invoice_id"], {}))
+            or lease_weights.get(contract_id)
+            or subscription_weights.get(contract_id)
+            or {}
+        )
+
+    def window_of(line: dict[str, Any]) -> tuple[datetime, datetime]:
+        return (
+            line["service_start"] or line["invoice__period_start"],
+            line["service_end"] or line["invoice__period_end"],
+        )
+
+    by_id = {line["id"]: line for line in lines}
+    for line in lines:
+        _place(attribution, line, line["amount"], weights_of(line), window_of(line))
+
+    credits = CreditNoteLine.objects.filter(
+        credit_note__invoice__status__in=COUNTED_STATUSES
+    ).values(
+        "invoice_line_id",
+        "amount",
+        "credit_note__number",
+        "credit_note__currency",
+        "credit_note__invoice_id",
+        "credit_note__invoice__contract_id",
+        "credit_note__invoice__number",
+        "credit_note__invoice__period_start",
+        "credit_note__invoice__period_end",
+    )
+    for credit in credits:
+        credited = by_id.get(credit["invoice_line_id"])
+        as_line = {
+            "id": None,
+            "invoice_id": credit["credit_note__invoice_id"],
+            "invoice__contract_id": credit["credit_note__invoice__contract_id"],
+            "invoice__number": credit["credit_note__number"],
+            "invoice__period_start": credit["credit_note__invoice__period_start"],
+            "invoice__period_end": credit["credit_note__invoice__period_end"],
+            "kind": "credit_note",
+            "currency": credit["credit_note__currency"],
+            "service_start": credited["service_start"] if credited else None,
+            "service_end": credited["service_end"] if credited else None,
+            "inputs": credited["inputs"] if credited else {},
+        }
+        weights = weights_of(credited) if credited else weights_of(as_line)
+        _place(attribution, as_line, -credit["amount"], weights, window_of(as_line))
+    return attribution
+
+
+def _place(
+    attribution: Attribution,
+    line: dict[str, Any],
+    amount: Decimal,
+    weights: dict[int, Decimal],
+    window: tuple[datetime, datetime],
+) -> None:
+    if not amount:
+        return
+    if not weights:
+        attribution.unattributed.append(
+            {
+                "document": line["invoice__number"] or "",
+                "kind": line["kind"],
+                "amount": f"{amount:f}",
+                "currency": line["currency"],
+                "reason": "no_node_for_contract",
+            }
+        )
+        return
+    _spread(
+        attribution,
+        amount=amount,
+        weights=weights,
+        window=window,
+        currency=line["currency"],
+        kind=line["kind"],
+        document=line["invoice__number"] or "",
+    )
