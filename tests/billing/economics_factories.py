@@ -52,7 +52,7 @@ def worked_example_node(
 
 def offer_on(node: Node, *, price: str = "2.40") -> Offer:
     """A published offer over exactly this node."""
-    with time_machine.travel(at(1, 5), tick=False):
+    with time_machine.travel(at(12, 20, year=2026), tick=False):
         return make_offer(
             node.site.organization,
             nodes=[node],
