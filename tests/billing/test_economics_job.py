@@ -202,3 +202,23 @@ def test_a_node_without_data_gets_empty_revenue_and_no_utilization_errors(provid
     payback = AssetPayback.objects.get(node=node)
     assert payback.revenue_per_gpu_hour is None
     assert payback.revenue_per_gpu_hour_reason == "no_allocated_gpu_hours"
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_the_nightly_task_runs_on_a_real_worker_and_is_scheduled(
+    celery_worker_process: None, provider: Any
+) -> None:
+    from django_celery_beat.models import PeriodicTask
+
+    from billing.tasks import refresh_economics
+
+    node = server(provider, acquired_on=date(2027, 1, 1))
+    run_id = refresh_economics.delay(as_of=at(3, 1, 2).isoformat()).get(timeout=60)
+
+    run = EconomicsRun.objects.get(pk=run_id)
+    assert (run.nodes, run.months) == (Node.objects.count(), AssetMonth.objects.count())
+    assert AssetMonth.objects.filter(node=node).count() == 3  # January, February, 2 h of March
+    assert AssetPayback.objects.get(node=node).months_of_life == 3
+    nightly = PeriodicTask.objects.get(task="billing.refresh_economics")
+    assert (nightly.crontab.hour, nightly.crontab.minute, nightly.queue) == ("2", "30", "billing")
