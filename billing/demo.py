@@ -38,6 +38,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing import demo_economics
 from billing.models import Invoice, InvoiceLine, InvoiceStatus, LineKind
 from billing.services.cycle import billing_cycle_run
 from billing.services.ingest import BatchOutcome, usage_batch_ingest
@@ -59,7 +60,7 @@ from leasing.services.leases import (
     leases_end_due,
     request_build,
 )
-from leasing.services.offers import offer_create
+from leasing.services.offers import offer_create, sla_subscription_create
 
 ACTOR = "demo"
 PROVIDER = "demo-provider"
@@ -345,6 +346,7 @@ class Quarter:
             actor=ACTOR,
         )
         self.tokens = contract_activate(contract=contract, actor=ACTOR, at=start)
+        sla_subscription_create(offering=offering, contract=self.tokens)
 
     def _event(
         self, event_id: str, occurred_at: datetime, rng: random.Random, status: str = "success"
@@ -491,6 +493,7 @@ def seed(out: TextIO) -> None:
     provider = Organization.objects.get(slug=PROVIDER)
     if Offer.objects.filter(provider=provider, name=OFFER_NAME).exists():
         out.write("  billing:            already seeded\n")
+        demo_economics.seed(out)
         return
     quarter = Quarter(
         provider=provider,
@@ -506,3 +509,4 @@ def seed(out: TextIO) -> None:
             ).values_list("pk", flat=True)
         )
     )
+    demo_economics.seed(out)

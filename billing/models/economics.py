@@ -13,7 +13,7 @@ from inventory.models import GpuModel, Node, Site
 
 MONEY: dict[str, Any] = {"max_digits": 20, "decimal_places": 2}
 HOURS: dict[str, Any] = {"max_digits": 16, "decimal_places": 4}
-FRACTION: dict[str, Any] = {"max_digits": 12, "decimal_places": 6}
+FRACTION: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
 CURRENCY_SHAPE = r"^[A-Z]{3}$"
 
 
@@ -243,3 +243,16 @@ class EconomicsRun(models.Model):
 
     def __str__(self) -> str:
         return f"economics run {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class AssetEconomics(Node):
+    """A node seen as a financial asset: the billing admin's fleet and per-asset payback pages.
+
+    A proxy, so that the economics pages live in billing (inventory cannot import billing).
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "asset economics"
+        verbose_name_plural = "asset economics (fleet)"
+        permissions = [("recompute_asseteconomics", "Can recompute asset economics now")]
