@@ -185,7 +185,7 @@ class Payback:
 def payback_summary(
     asset: Asset, facts: Sequence[MonthFacts], figures: Sequence[MonthFigures]
 ) -> Payback:
-    """Actual payback month, or the projection from the trailing average; ROI and unit rates.
+    """Actual payback month, or the projection from the trailing whole months; ROI, unit rates.
 
     ROI to date is (cumulative net cash flow - capex) ÷ capex: -100 % on day one, 0 at payback.
     Revenue per GPU-hour divides all revenue by all allocated GPU-hours. The break-even rate is
@@ -197,7 +197,11 @@ def payback_summary(
         (i for i, month in enumerate(figures, 1) if month.cumulative_net_cash_flow >= capex), None
     )
     cumulative = figures[-1].cumulative_net_cash_flow if figures else ZERO
-    trailing = list(zip(facts, figures, strict=True))[-TRAILING_MONTHS:]
+    # The trailing average is taken over whole months in service: a running month (or the
+    # acquisition month) would drag it down only because it is short.
+    months = list(zip(facts, figures, strict=True))
+    whole = [(f, m) for f, m in months if f.in_service_hours == f.hours_in_month]
+    trailing = (whole or months)[-TRAILING_MONTHS:]
     if paid_back is not None:
         # Interpolate inside the payback month: 27 full months and 0.51 of the 28th.
         month = figures[paid_back - 1]
