@@ -1,6 +1,7 @@
 """Billing models, one module per area; import them from here."""
 
 from billing.models.economics import (
+    AssetEconomics,
     AssetMonth,
     AssetPayback,
     CapacitySignal,
@@ -35,6 +36,7 @@ from billing.models.usage import (
 __all__ = [
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
+    "AssetEconomics",
     "AssetMonth",
     "AssetPayback",
     "BillingRun",
