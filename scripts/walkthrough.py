@@ -22,11 +22,16 @@ START, END = "<!-- walkthrough:start -->", "<!-- walkthrough:end -->"
 BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 EXPECT = re.compile(r"^# expect: (.+)$", re.M)
 
-CHECK = """
-expect() {  # expect <step> <regex> <output file>
-  python3 -c 'import re, sys; sys.exit(0 if re.search(sys.argv[1], open(sys.argv[2]).read(), re.M) else 1)' "$2" "$3" \\
-    || { echo "walkthrough step $1: the answer does not match /$2/"; exit 1; }
-}
+MATCH = """
+import re, sys
+text = open(sys.argv[2]).read()
+sys.exit(0 if re.search(sys.argv[1], text, re.M) else 1)
+"""
+CHECK = f"""
+expect() {{  # expect <step> <regex> <output file>
+  python3 -c {shlex.quote(MATCH)} "$2" "$3" \\
+    || {{ echo "walkthrough step $1: the answer does not match /$2/"; exit 1; }}
+}}
 """
 
 
