@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
 from accounts.permissions import request_caller
+from accounts.selectors import Caller
 from contracts.api.serializers import AcceptanceOutcomeSerializer, AcceptanceRunInputSerializer
 from contracts.models import AcceptanceRun
 from core.api.idempotency import idempotent
@@ -31,6 +32,7 @@ from leasing.api.serializers_leasing import (
 )
 from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
+from leasing.selectors import offers_visible
 from leasing.services.leases import (
     LeaseRequest,
     hold_create,
@@ -62,12 +64,9 @@ def _require_customer(request: Request) -> Any:
     return caller.organization
 
 
-def _visible_offer(offer_id: int | None) -> Offer:
-    offer = (
-        Offer.objects.select_related("gpu_model", "provider").filter(pk=offer_id).first()
-        if offer_id
-        else None
-    )
+def _visible_offer(offer_id: int | None, caller: Caller) -> Offer:
+    # Only offers the caller may read: another provider's paused offer is 404, not offer_paused.
+    offer = offers_visible(caller=caller).filter(pk=offer_id).first() if offer_id else None
     if offer is None:
         raise NotFound("No such offer.", code="offer_not_found")
     return offer
@@ -84,7 +83,7 @@ def _own_quote(quote_id: int, organization: Any) -> Quote:
     return quote
 
 
-def _window_request(data: dict[str, Any]) -> LeaseRequest:
+def _window_request(data: dict[str, Any], caller: Caller) -> LeaseRequest:
     missing = [name for name in ("offer", "gpu_count", "start") if data.get(name) is None]
     if missing:
         raise ValidationFailed(
@@ -92,7 +91,7 @@ def _window_request(data: dict[str, Any]) -> LeaseRequest:
             detail={name: ["This field is required."] for name in missing},
         )
     return request_build(
-        offer=_visible_offer(data["offer"]),
+        offer=_visible_offer(data["offer"], caller),
         gpu_count=data["gpu_count"],
         start=data["start"],
         end=data.get("end"),
@@ -124,7 +123,9 @@ class HoldViewSet(
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         quote = _own_quote(data["quote"], customer) if data.get("quote") else None
-        lease_request = request_from_quote(quote) if quote is not None else _window_request(data)
+        lease_request = (
+            request_from_quote(quote) if quote is not None else _window_request(data, self.caller)
+        )
         hold = hold_create(customer=customer, request=lease_request, quote=quote)
         hold = self.get_queryset().get(pk=hold.pk)
         return Response(HoldSerializer(hold).data, status=status.HTTP_201_CREATED)
@@ -176,7 +177,7 @@ class LeaseViewSet(
         else:
             lease = lease_create(
                 customer=customer,
-                request=_window_request(data),
+                request=_window_request(data, self.caller),
                 workload=workload,
                 actor=_actor(request),
             )
