@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: run test lint typecheck fmt clean-db
+.PHONY: run test lint typecheck fmt clean-db bench
 
 $(PY):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -19,6 +19,10 @@ $(VENV)/.installed-run: pyproject.toml | $(PY)
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-run
+
+$(VENV)/.installed-bench: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[bench]'
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run
@@ -37,6 +41,13 @@ typecheck: $(VENV)/.installed-test
 fmt: $(VENV)/.installed-test
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# Every benchmark of bench/ on DATABASE_URL (else the embedded server), then docs/benchmarks.md.
+# BENCH_ARGS=--quick for smaller sizes; BENCH_ARGS='--only load' re-runs one into the document.
+bench: $(VENV)/.installed-bench
+	@if [ -z "$$DATABASE_URL" ]; then $(PY) -m config.embedded_db start >/dev/null || exit 1; fi; \
+	$(PY) bench/run_all.py $(BENCH_ARGS); status=$$?; \
+	if [ -z "$$DATABASE_URL" ]; then $(PY) -m config.embedded_db stop; fi; exit $$status
 
 clean-db:
 	-$(PY) -m config.embedded_db stop
