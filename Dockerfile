@@ -13,8 +13,10 @@ COPY billing ./billing
 COPY manage.py ./
 RUN pip install --no-cache-dir . \
     && SECRET_KEY=build ALLOWED_HOSTS=build DATABASE_URL=postgres://build@localhost/build \
+       METRICS_TOKEN=build \
        python manage.py collectstatic --noinput
 RUN useradd --system --uid 10001 cardhour && mkdir -p /app/var && chown -R cardhour /app/var
 USER cardhour
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+# No gunicorn access log: core.middleware writes one JSON line per request (with its request id).
+CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -49,6 +49,13 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/run_all.py $(BENCH_ARGS); status=$$?; \
 	if [ -z "$$DATABASE_URL" ]; then $(PY) -m config.embedded_db stop; fi; exit $$status
 
+# The schema fuzz tests (tests/fuzz) with a large, random budget: FUZZ_MAX_EXAMPLES examples per
+# operation and role, the coverage phase, longer stateful runs. `make test` runs them small.
+.PHONY: fuzz
+FUZZ_MAX_EXAMPLES ?= 200
+fuzz: $(VENV)/.installed-test
+	FUZZ_MAX_EXAMPLES=$(FUZZ_MAX_EXAMPLES) scripts/test.sh tests/fuzz -m fuzz $(PYTEST_ARGS)
+
 clean-db:
 	-$(PY) -m config.embedded_db stop
 	rm -rf var/pgdata

@@ -9,10 +9,14 @@ from rest_framework.request import Request
 
 from accounts.errors import Forbidden, NotAuthenticated
 from accounts.selectors import ORGANIZATION_HEADER, Caller, caller_resolve
+from core.logging import bind_organization
 
 
 def request_caller(request: Request) -> Caller:
-    """The Caller of this request, resolved once and cached on the request."""
+    """The Caller of this request, resolved once and cached on the request.
+
+    Its organization is bound to the request's log context from here on (core.logging).
+    """
     caller = getattr(request, "_cardhour_caller", None)
     if caller is None:
         caller = caller_resolve(
@@ -21,6 +25,7 @@ def request_caller(request: Request) -> Caller:
             requested_slug=request.headers.get(ORGANIZATION_HEADER),
         )
         request._cardhour_caller = caller  # type: ignore[attr-defined]
+        bind_organization(caller.organization.slug if caller.organization else None)
     return caller
 
 

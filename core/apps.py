@@ -2,7 +2,12 @@ from django.apps import AppConfig
 
 
 class CoreConfig(AppConfig):
-    """Cross-cutting pieces every app uses: errors, money, idempotency, health."""
+    """Cross-cutting pieces every app uses: errors, money, idempotency, health, observability."""
 
     name = "core"
     verbose_name = "Core"
+
+    def ready(self) -> None:
+        from core.logging import connect_task_signals
+
+        connect_task_signals()

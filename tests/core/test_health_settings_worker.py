@@ -32,7 +32,7 @@ def test_healthz_is_degraded_when_the_broker_is_down(client, settings):
 
 def _django_check(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **env_overrides}
-    for name in ("SECRET_KEY", "ALLOWED_HOSTS"):
+    for name in ("SECRET_KEY", "ALLOWED_HOSTS", "METRICS_TOKEN"):
         if name not in env_overrides:
             env.pop(name, None)
     return subprocess.run(
@@ -45,13 +45,14 @@ def _django_check(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[
     )
 
 
-@pytest.mark.parametrize("missing", ["SECRET_KEY", "ALLOWED_HOSTS"])
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "ALLOWED_HOSTS", "METRICS_TOKEN"])
 def test_production_refuses_to_start_without_a_secret(missing):
     env = {
         "DJANGO_ENV": "production",
         "SECRET_KEY": "x" * 50,
         "ALLOWED_HOSTS": "cardhour.example",
         "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
+        "METRICS_TOKEN": "m" * 32,
     }
     del env[missing]
     result = _django_check(env)
@@ -66,6 +67,7 @@ def test_production_starts_with_its_secrets():
             "SECRET_KEY": "x" * 50,
             "ALLOWED_HOSTS": "cardhour.example",
             "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
+            "METRICS_TOKEN": "m" * 32,
         }
     )
     assert result.returncode == 0, result.stderr
