@@ -21,7 +21,9 @@ def rollup_usage(since: str | None = None) -> int:
     return run.hours_refreshed
 
 
-@shared_task(name="billing.ingest_rollup_refresh")
+# Nobody reads its result: sending it then never waits on the result backend (with Redis, the
+# broker's server) inside the request that committed the batch.
+@shared_task(name="billing.ingest_rollup_refresh", ignore_result=True)
 def ingest_rollup_refresh(batch_id: int) -> int:
     """Right after a batch committed: refresh the hourly rollups its events touched."""
     return usage_rollups_refresh_batch(batch_id=batch_id)

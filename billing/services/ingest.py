@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -429,8 +428,10 @@ def usage_batch_ingest(
     batch.late_count = late
     batch.save(update_fields=["accepted_count", "duplicate_count", "rejected_count", "late_count"])
     if accepted:
-        # A broker hiccup must not undo a committed batch: the periodic sweep catches up.
-        transaction.on_commit(partial(_enqueue_rollup_refresh, batch.pk), robust=True)
+        # A broker hiccup must not undo a committed batch: the periodic sweep catches up. A
+        # lambda, not functools.partial: Django names a failed callback by its __qualname__.
+        batch_id = batch.pk
+        transaction.on_commit(lambda: _enqueue_rollup_refresh(batch_id), robust=True)
     return BatchOutcome(
         batch_id=batch.pk,
         received_at=now,
