@@ -6,11 +6,18 @@ database error); the business rules with their own codes live in inventory.rules
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 from pydantic import ValidationError as PydanticValidationError
 
 from inventory.choices import (
@@ -45,6 +52,18 @@ def _split_list(value: Any) -> Any:
     return value
 
 
+def _in_utc(value: datetime) -> datetime:
+    # PostgreSQL takes UTC offsets only up to ±15:59 (Python's go to ±23:59), and a time at the
+    # edge of the calendar may have no UTC value at all: both are a 400, not a database error.
+    if value.tzinfo is None:
+        return value
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("The date-time is out of range.") from exc
+
+
+UtcDateTime = Annotated[datetime, AfterValidator(_in_utc)]
 Hostname = Annotated[str, BeforeValidator(_lower), StringConstraints(max_length=253)]
 Slug = Annotated[str, BeforeValidator(_lower), StringConstraints(min_length=1, max_length=64)]
 
@@ -126,8 +145,8 @@ class OutageInput(_Input):
     """An outage of a node, or of one GPU of it, over [start, end)."""
 
     gpu: int | None = Field(default=None, description="GPU id; empty for the whole node.")
-    start: datetime
-    end: datetime | None = None
+    start: UtcDateTime
+    end: UtcDateTime | None = None
     kind: OutageKind
     cause: OutageCause = OutageCause.OTHER
     note: Annotated[Text, StringConstraints(max_length=2000)] = ""

@@ -202,6 +202,19 @@ class AssetFilter(django_filters.FilterSet):
         fields = ["site", "gpu_model", "status"]
 
 
+def _payback_decimal(name: str, *, places: int, help_text: str = "") -> Any:
+    """A read-only figure of the node's AssetPayback (null before the first run), at the
+    model's precision."""
+    return serializers.DecimalField(
+        max_digits=20,
+        decimal_places=places,
+        source=f"payback.{name}",
+        read_only=True,
+        allow_null=True,
+        help_text=help_text or None,
+    )
+
+
 class AssetSerializer(MinorUnitMixin, serializers.ModelSerializer[Node]):
     """A node and its payback as of the last nightly run (all null before the first run).
 
@@ -221,13 +234,7 @@ class AssetSerializer(MinorUnitMixin, serializers.ModelSerializer[Node]):
     months_of_life = serializers.IntegerField(
         source="payback.months_of_life", read_only=True, allow_null=True
     )
-    cumulative_net_cash_flow = serializers.DecimalField(
-        max_digits=20,
-        decimal_places=2,
-        source="payback.cumulative_net_cash_flow",
-        read_only=True,
-        allow_null=True,
-    )
+    cumulative_net_cash_flow = _payback_decimal("cumulative_net_cash_flow", places=2)
     paid_back_in_month = serializers.IntegerField(
         source="payback.paid_back_in_month",
         read_only=True,
@@ -237,52 +244,19 @@ class AssetSerializer(MinorUnitMixin, serializers.ModelSerializer[Node]):
     paid_back_on = serializers.DateField(
         source="payback.paid_back_on", read_only=True, allow_null=True
     )
-    projected_payback_months = serializers.DecimalField(
-        max_digits=10,
-        decimal_places=2,
-        source="payback.projected_payback_months",
-        read_only=True,
-        allow_null=True,
+    projected_payback_months = _payback_decimal(
+        "projected_payback_months",
+        places=2,
         help_text="Months of life until payback at the trailing months' pace.",
     )
     projection_reason = ReasonField(source="payback.projection_reason")
-    roi_to_date = serializers.DecimalField(
-        max_digits=12,
-        decimal_places=6,
-        source="payback.roi_to_date",
-        read_only=True,
-        allow_null=True,
-    )
-    revenue_per_gpu_hour = serializers.DecimalField(
-        max_digits=12,
-        decimal_places=6,
-        source="payback.revenue_per_gpu_hour",
-        read_only=True,
-        allow_null=True,
-    )
+    roi_to_date = _payback_decimal("roi_to_date", places=6)
+    revenue_per_gpu_hour = _payback_decimal("revenue_per_gpu_hour", places=6)
     revenue_per_gpu_hour_reason = ReasonField(source="payback.revenue_per_gpu_hour_reason")
-    break_even_rate_per_gpu_hour = serializers.DecimalField(
-        max_digits=12,
-        decimal_places=6,
-        source="payback.break_even_rate_per_gpu_hour",
-        read_only=True,
-        allow_null=True,
-    )
+    break_even_rate_per_gpu_hour = _payback_decimal("break_even_rate_per_gpu_hour", places=6)
     break_even_reason = ReasonField(source="payback.break_even_reason")
-    trailing_utilization = serializers.DecimalField(
-        max_digits=12,
-        decimal_places=6,
-        source="payback.trailing_utilization",
-        read_only=True,
-        allow_null=True,
-    )
-    book_value = serializers.DecimalField(
-        max_digits=20,
-        decimal_places=2,
-        source="payback.book_value",
-        read_only=True,
-        allow_null=True,
-    )
+    trailing_utilization = _payback_decimal("trailing_utilization", places=6)
+    book_value = _payback_decimal("book_value", places=2)
     computed_at = serializers.DateTimeField(
         source="payback.computed_at",
         read_only=True,

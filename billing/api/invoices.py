@@ -28,6 +28,7 @@ from billing.selectors import open_period
 from billing.services.invoices import invoice_preview
 from contracts.models import Contract, ContractEvent
 from contracts.selectors import contracts_of
+from core.api.filters import IsoDateTimeFilter
 from core.errors import Conflict, ValidationFailed
 from core.money import minor_unit
 
@@ -143,8 +144,8 @@ class InvoiceFilter(django_filters.FilterSet):
     issuer = django_filters.NumberFilter(field_name="issuer_id")
     customer = django_filters.NumberFilter(field_name="customer_id")
     currency = django_filters.CharFilter(lookup_expr="iexact")
-    start = django_filters.IsoDateTimeFilter(field_name="period_start", lookup_expr="gte")
-    end = django_filters.IsoDateTimeFilter(field_name="period_start", lookup_expr="lt")
+    start = IsoDateTimeFilter(field_name="period_start", lookup_expr="gte")
+    end = IsoDateTimeFilter(field_name="period_start", lookup_expr="lt")
     total__gte = django_filters.NumberFilter(field_name="total", lookup_expr="gte")
     total__lte = django_filters.NumberFilter(field_name="total", lookup_expr="lte")
 
@@ -254,7 +255,10 @@ class InvoiceViewSet(
         parameters=[
             OpenApiParameter("contract", int, required=True, description="A contract of yours.")
         ],
-        responses={200: PreviewSerializer},
+        responses={
+            200: PreviewSerializer,
+            409: OpenApiResponse(description="no_open_period: the contract bills nothing now."),
+        },
     )
     @action(detail=False, methods=["get"], url_path="preview")
     def preview(self, request: Request) -> Response:
@@ -329,8 +333,8 @@ class CreditNoteFilter(django_filters.FilterSet):
     """Filter credit notes by invoice and a window of issue times."""
 
     invoice = django_filters.NumberFilter(field_name="invoice_id")
-    start = django_filters.IsoDateTimeFilter(field_name="issued_at", lookup_expr="gte")
-    end = django_filters.IsoDateTimeFilter(field_name="issued_at", lookup_expr="lt")
+    start = IsoDateTimeFilter(field_name="issued_at", lookup_expr="gte")
+    end = IsoDateTimeFilter(field_name="issued_at", lookup_expr="lt")
 
     class Meta:
         model = CreditNote

@@ -19,6 +19,7 @@ from accounts.errors import Forbidden
 from accounts.permissions import IsProvider
 from billing.models import UsageRollup, UsageStatus
 from billing.services.ingest import MAX_EVENTS_PER_BATCH, BatchTooLarge, usage_batch_ingest
+from core.api.filters import IsoDateTimeFilter
 from core.api.idempotency import idempotent
 from core.errors import ValidationFailed
 
@@ -115,6 +116,9 @@ class UsageEventViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
         responses={
             201: BatchOutcomeSerializer,
             200: OpenApiResponse(BatchOutcomeSerializer, description="No event was new."),
+            413: OpenApiResponse(
+                description=f"batch_too_large: more than {MAX_EVENTS_PER_BATCH} events."
+            ),
         },
     )
     @idempotent
@@ -145,8 +149,8 @@ class UsageRollupFilter(django_filters.FilterSet):
 
     contract = django_filters.NumberFilter(field_name="contract_id")
     contract_number = django_filters.CharFilter(field_name="contract__number", lookup_expr="iexact")
-    start = django_filters.IsoDateTimeFilter(field_name="hour", lookup_expr="gte")
-    end = django_filters.IsoDateTimeFilter(field_name="hour", lookup_expr="lt")
+    start = IsoDateTimeFilter(field_name="hour", lookup_expr="gte")
+    end = IsoDateTimeFilter(field_name="hour", lookup_expr="lt")
     availability_pct__lt = django_filters.NumberFilter(
         field_name="availability_pct", lookup_expr="lt"
     )

@@ -6,6 +6,7 @@ import django_filters
 
 from contracts.choices import ContractStatus, EventKind, PricingBasis
 from contracts.models import Contract, ContractEvent
+from core.api.filters import IsoDateTimeFilter
 
 
 class ContractFilter(django_filters.FilterSet):
@@ -16,10 +17,10 @@ class ContractFilter(django_filters.FilterSet):
     lessor = django_filters.CharFilter(field_name="lessor__slug")
     lessee = django_filters.CharFilter(field_name="lessee__slug")
     leased_model = django_filters.CharFilter(field_name="leased_model_slug")
-    term_start__gte = django_filters.IsoDateTimeFilter(field_name="term_start", lookup_expr="gte")
-    term_start__lt = django_filters.IsoDateTimeFilter(field_name="term_start", lookup_expr="lt")
-    term_end__gte = django_filters.IsoDateTimeFilter(field_name="term_end", lookup_expr="gte")
-    term_end__lt = django_filters.IsoDateTimeFilter(field_name="term_end", lookup_expr="lt")
+    term_start__gte = IsoDateTimeFilter(field_name="term_start", lookup_expr="gte")
+    term_start__lt = IsoDateTimeFilter(field_name="term_start", lookup_expr="lt")
+    term_end__gte = IsoDateTimeFilter(field_name="term_end", lookup_expr="gte")
+    term_end__lt = IsoDateTimeFilter(field_name="term_end", lookup_expr="lt")
     number = django_filters.CharFilter(lookup_expr="iexact")
 
     class Meta:
@@ -31,8 +32,8 @@ class ContractEventFilter(django_filters.FilterSet):
     """Filter a contract's events by kind and effective time."""
 
     kind = django_filters.MultipleChoiceFilter(choices=EventKind.choices)
-    start = django_filters.IsoDateTimeFilter(field_name="effective_at", lookup_expr="gte")
-    end = django_filters.IsoDateTimeFilter(field_name="effective_at", lookup_expr="lt")
+    start = IsoDateTimeFilter(field_name="effective_at", lookup_expr="gte")
+    end = IsoDateTimeFilter(field_name="effective_at", lookup_expr="lt")
 
     class Meta:
         model = ContractEvent

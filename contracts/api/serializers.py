@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from contracts.choices import ClauseKind, Party, PricingBasis
+from contracts.choices import ClauseKind, EndReason, Party, PricingBasis
 from contracts.models import Clause, Contract, ContractEvent
 
 
@@ -24,6 +24,19 @@ class ContractSerializer(serializers.ModelSerializer[Contract]):
     lessor = serializers.CharField(source="lessor.slug", read_only=True)
     lessee = serializers.CharField(source="lessee.slug", read_only=True)
     clauses = ClauseSerializer(many=True, read_only=True)
+    # Blank until the contract ends / someone exits; declared because a read-only model field
+    # loses `allow_blank`, and the schema then would not allow "".
+    end_reason = serializers.ChoiceField(
+        choices=EndReason.choices, allow_blank=True, read_only=True
+    )
+    exit_party = serializers.ChoiceField(choices=Party.choices, allow_blank=True, read_only=True)
+    # A slug, or blank (token contracts lease no hardware model); as a read-only SlugField it
+    # was documented with a slug pattern that "" does not match.
+    leased_model_slug = serializers.RegexField(
+        r"^[-a-zA-Z0-9_]*$",
+        read_only=True,
+        help_text="GPU model (inventory catalog slug) being leased; blank if none.",
+    )
 
     class Meta:
         model = Contract

@@ -169,7 +169,7 @@ class ContractViewSet(
             TerminationQuoteSerializer(_quote_data(contract, party, exit_date, quote)).data
         )
 
-    @extend_schema(request=ExitInputSerializer, responses=TerminationQuoteSerializer)
+    @extend_schema(request=ExitInputSerializer, responses={201: TerminationQuoteSerializer})
     @action(detail=True, methods=["post"], url_path="exit")
     @idempotent
     def exit(self, request: Request, pk: str | None = None) -> Response:

@@ -7,6 +7,7 @@ from typing import Any
 import django_filters as filters
 from django.db.models import Q, QuerySet
 
+from core.api.filters import IsoDateTimeFilter
 from inventory.choices import (
     FormFactor,
     GpuHealth,
@@ -118,8 +119,8 @@ class OutageFilter(filters.FilterSet):
     kind = filters.ChoiceFilter(choices=OutageKind.choices)
     cause = filters.MultipleChoiceFilter(choices=OutageCause.choices)
     ongoing = filters.BooleanFilter(field_name="end", lookup_expr="isnull")
-    start = filters.IsoDateTimeFilter(method="filter_window_start", label="Meets the window from")
-    end = filters.IsoDateTimeFilter(method="filter_window_end", label="Meets the window until")
+    start = IsoDateTimeFilter(method="filter_window_start", label="Meets the window from")
+    end = IsoDateTimeFilter(method="filter_window_end", label="Meets the window until")
 
     class Meta:
         model = Outage

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from accounts.selectors import Caller
@@ -34,11 +35,28 @@ class _OwnerOnlyFields(serializers.ModelSerializer[Any]):
         return data
 
 
+class _OwnerOnlyFieldsSchema(OpenApiSerializerExtension):
+    """In the OpenAPI schema, `private_fields` are optional: only owners and operators get them."""
+
+    target_class = _OwnerOnlyFields
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        private = set(self.target.private_fields)
+        required = [name for name in schema.get("required", []) if name not in private]
+        if required:
+            schema["required"] = required
+        else:
+            schema.pop("required", None)
+        return schema
+
+
 class GpuModelSerializer(serializers.ModelSerializer[GpuModel]):
     """A catalog entry with its specs and where each figure comes from."""
 
     successor: serializers.SlugRelatedField[GpuModel] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True
+        slug_field="slug", read_only=True, allow_null=True
     )
 
     class Meta:

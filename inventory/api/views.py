@@ -228,7 +228,8 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
         """Median price per GPU-hour per day with observations, for one model/term/currency."""
         slug, term, currency = self._series_query(request)
         end = self._date_param(request, "end", date.today())
-        start = self._date_param(request, "start", date(end.year - 1, end.month, 1))
+        # (a year before end, but never before the year 1: `end=0001-01-01` was a 500)
+        start = self._date_param(request, "start", date(max(end.year - 1, 1), end.month, 1))
         if start > end:
             raise_if_any([FieldError("start", "invalid_window", "start is after end.")])
         points = selectors.market_series(

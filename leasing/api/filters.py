@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ import django_filters as filters
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
+from core.api.filters import IsoDateTimeFilter
 from inventory.choices import Vendor
 from inventory.rules import FieldError, raise_if_any
 from leasing.choices import OfferStatus, PricingMode
@@ -61,7 +62,7 @@ class OfferFilter(filters.FilterSet):
         exclude=True,
         label="Sells interruptible capacity",
     )
-    available_at = filters.IsoDateTimeFilter(method="filter_available_at")
+    available_at = IsoDateTimeFilter(method="filter_available_at")
     name = filters.CharFilter(lookup_expr="icontains")
 
     class Meta:
@@ -104,11 +105,13 @@ class QuoteFilter(filters.FilterSet):
     offer = filters.NumberFilter(field_name="offer_id")
     gpu_model = _SlugListFilter(field_name="offer__gpu_model__slug")
     pricing_mode = filters.ChoiceFilter(choices=PricingMode.choices)
-    valid_at = filters.IsoDateTimeFilter(field_name="expires_at", lookup_expr="gt")
+    valid_at = IsoDateTimeFilter(field_name="expires_at", lookup_expr="gt")
+    created_at__gte = IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_at__lte = IsoDateTimeFilter(field_name="created_at", lookup_expr="lte")
 
     class Meta:
         model = Quote
-        fields = {"created_at": ["gte", "lte"]}
+        fields: list[str] = []  # every filter is declared above
 
 
 # ------------------------------------------------------------------ capacity search parameters
@@ -140,7 +143,8 @@ def _datetime(raw: str) -> datetime:
     parsed = parse_datetime(re.sub(r" (\d{2}:?\d{2})$", r"+\1", raw))
     if parsed is None:
         raise ValueError(raw)
-    return parsed
+    # In UTC: PostgreSQL takes offsets only up to ±15:59 (an OverflowError here is a 400).
+    return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed
 
 
 def _decimal(raw: str) -> Decimal:

@@ -108,7 +108,9 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
     contract = serializers.CharField(source="contract.number", read_only=True)
     contract_id = serializers.IntegerField(source="contract.pk", read_only=True)
     contract_status = serializers.CharField(source="contract.status", read_only=True)
-    billing_start = serializers.DateTimeField(source="contract.billing_start", read_only=True)
+    billing_start = serializers.DateTimeField(
+        source="contract.billing_start", read_only=True, allow_null=True
+    )
     customer = serializers.CharField(source="customer.slug", read_only=True)
     provider = serializers.CharField(source="offer.provider.slug", read_only=True)
     gpu_model = serializers.CharField(source="offer.gpu_model.slug", read_only=True)

@@ -32,6 +32,22 @@ class Window:
         return self.end - self.start
 
 
+def window_end(
+    start: datetime, *, hours: Decimal | int | None = None, term_months: int | None = None
+) -> datetime:
+    """start + hours, or start + term_months; a window ending after the year 9999 is a 400."""
+    try:
+        if hours is not None:
+            return start + timedelta(hours=float(hours))
+        return add_months(start, term_months or 0)
+    except (OverflowError, ValueError) as exc:  # past datetime.max, or "year 10000"
+        raise InvalidWindow(
+            "The window ends after the last date there is.",
+            code="window_out_of_range",
+            detail={"field": "start"},
+        ) from exc
+
+
 def window_resolve(
     *,
     start: datetime | None,
@@ -75,9 +91,9 @@ def window_resolve(
                 code="window_too_long",
                 detail={"field": "hours"},
             )
-        end = start + timedelta(hours=float(hours))
+        end = window_end(start, hours=hours)
     if end is None and pricing_mode == PricingMode.RESERVED and term_months:
-        end = add_months(start, term_months)
+        end = window_end(start, term_months=term_months)
     if end is None:
         raise InvalidWindow(
             "Give end or hours (or term_months for reserved pricing).",

@@ -41,7 +41,8 @@ from leasing.choices import (
 )
 from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
 from leasing.models import Allocation, Hold, Lease, Offer, PreemptionNotice, Quote
-from leasing.pricing import add_months, offer_prices, rate_for
+from leasing.pricing import offer_prices, rate_for
+from leasing.selectors.windows import MAX_WINDOW, window_end
 from leasing.services.allocation import (
     allocations_create,
     expired_holds_release,
@@ -83,9 +84,9 @@ def request_build(
     if gpu_count is None or gpu_count <= 0:
         raise ValidationFailed("gpu_count must be positive.", code="invalid_count")
     if end is None and hours is not None:
-        end = start + timedelta(hours=hours)
+        end = window_end(start, hours=hours)
     if end is None and pricing_mode == PricingMode.RESERVED and term_months:
-        end = add_months(start, term_months)
+        end = window_end(start, term_months=term_months)
     if end is None:
         raise InvalidWindow("Give end, hours, or term_months for reserved pricing.")
     if end <= start:
@@ -515,6 +516,10 @@ def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
         raise Conflict(f"A {lease.status} lease cannot be extended.", code="lease_not_live")
     if new_end <= lease.end:
         raise InvalidWindow("The new end must be after the current end.", code="not_an_extension")
+    if new_end - lease.start > MAX_WINDOW:
+        # The limit of a new lease's window; without it a lease (and its contract) could run to
+        # the year 9999, where the billing periods after its end no longer exist.
+        raise InvalidWindow("The lease would be longer than ten years.", code="window_too_long")
     if lease.offer.available_until and new_end > lease.offer.available_until:
         raise OfferUnavailable("The offer ends before the new end.")
     live = list(
@@ -569,6 +574,10 @@ def lease_replace_gpu(
     if old is None:
         raise SemanticError("That GPU is not allocated to this lease.", code="gpu_not_in_lease")
     end = old.period.upper
+    if end is not None and end <= at:
+        # Its period is over (the lease was cut short, or its end passed before the job that
+        # ends leases ran): there is nothing left to run on another GPU.
+        raise Conflict("That GPU's allocation has already ended.", code="allocation_ended")
     start = max(at, old.period.lower)
     old.ended_reason = AllocationEnd.REPLACED
     if start <= old.period.lower:
