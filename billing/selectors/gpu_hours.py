@@ -73,33 +73,44 @@ alloc AS (
       AND a.node_id = ANY(%(node_ids)s) AND lower(a.period) < %(now)s
 ),
 allocated AS (
+    -- Without outages on the node the overlap is a plain range: no multirange work.
     SELECT b.node_id, b.bucket_start,
-           sum(multirange_seconds(
-               tstzmultirange(al.span * b.span)
-               - COALESCE(nout.spans, '{}'::tstzmultirange)
-               - COALESCE(gout.spans, '{}'::tstzmultirange)
-           )) AS seconds
+           sum(CASE WHEN nout.spans IS NULL AND gout.spans IS NULL
+                    THEN EXTRACT(EPOCH FROM upper(al.span * b.span) - lower(al.span * b.span))
+                    ELSE multirange_seconds(
+                        tstzmultirange(al.span * b.span)
+                        - COALESCE(nout.spans, '{}'::tstzmultirange)
+                        - COALESCE(gout.spans, '{}'::tstzmultirange)) END) AS seconds
     FROM bucket b
     JOIN alloc al ON al.node_id = b.node_id AND al.span && b.span
     LEFT JOIN node_out nout ON nout.node_id = b.node_id
     LEFT JOIN gpu_out gout ON gout.node_id = b.node_id AND gout.gpu_id = al.gpu_id
     WHERE NOT isempty(b.span)
     GROUP BY b.node_id, b.bucket_start
+),
+gpu_down AS (
+    -- Single-GPU outages outside the node-wide ones, grouped once per bucket (joined, not a
+    -- subquery per bucket).
+    SELECT b.node_id, b.bucket_start,
+           sum(multirange_seconds(
+               (g.spans - COALESCE(nout.spans, '{}'::tstzmultirange)) * tstzmultirange(b.span)
+           )) AS seconds
+    FROM bucket b
+    JOIN gpu_out g ON g.node_id = b.node_id
+    LEFT JOIN node_out nout ON nout.node_id = b.node_id
+    GROUP BY b.node_id, b.bucket_start
 )
 SELECT b.node_id, b.bucket_start,
        multirange_seconds(tstzmultirange(b.span)) AS service_seconds,
        b.gpu_count * multirange_seconds(tstzmultirange(b.span))
-         - b.gpu_count * COALESCE(
-             multirange_seconds(nout.spans * tstzmultirange(b.span)), 0)
-         - COALESCE((
-             SELECT sum(multirange_seconds(
-                 (g.spans - COALESCE(nout.spans, '{}'::tstzmultirange)) * tstzmultirange(b.span)))
-             FROM gpu_out g WHERE g.node_id = b.node_id
-           ), 0) AS available_seconds,
+         - b.gpu_count * CASE WHEN nout.spans IS NULL THEN 0
+             ELSE multirange_seconds(nout.spans * tstzmultirange(b.span)) END
+         - COALESCE(gd.seconds, 0) AS available_seconds,
        COALESCE(al.seconds, 0) AS allocated_seconds
 FROM bucket b
 LEFT JOIN node_out nout ON nout.node_id = b.node_id
 LEFT JOIN allocated al ON al.node_id = b.node_id AND al.bucket_start = b.bucket_start
+LEFT JOIN gpu_down gd ON gd.node_id = b.node_id AND gd.bucket_start = b.bucket_start
 WHERE %(keep_empty)s OR NOT isempty(b.span)
 ORDER BY b.node_id, b.bucket_start
 """
