@@ -10,6 +10,7 @@ from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
 from billing.services.economics import economics_run
+from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.stripe import StripeUnavailable
 
@@ -54,3 +55,10 @@ def deliver_invoice(invoice_id: int) -> dict[str, object]:
 def refresh_economics(as_of: str | None = None) -> int:
     """Nightly: every node's months and payback, then the capacity signals; returns the run id."""
     return economics_run(now=parse_datetime(as_of) if as_of else None).pk
+
+
+@shared_task(name="billing.reconcile_usage")
+def reconcile_usage() -> int:
+    """Nightly: accepted usage against issued invoices; returns the reconciliation run's id."""
+    run, _ = usage_reconciliation_run()
+    return run.pk

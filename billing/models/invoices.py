@@ -270,6 +270,7 @@ class BillingRunKind(models.TextChoices):
 
     CYCLE = "cycle", "Billing cycle"
     DELIVERY = "delivery", "Invoice delivery"
+    RECONCILIATION = "reconciliation", "Usage reconciliation"
 
 
 class BillingRun(models.Model):

@@ -312,12 +312,12 @@ def rating_input(
             card_hours=usage,
             service_level=ServiceLevel(uptime_pct=usage.uptime_pct()),
         )
-    on_time = UsageEvent.objects.filter(
-        contract=contract,
-        occurred_at__gte=period.start,
-        occurred_at__lt=period.end,
-        is_late=False,
+    in_period = UsageEvent.objects.filter(
+        contract=contract, occurred_at__gte=period.start, occurred_at__lt=period.end
     )
+    # A late event of an earlier period is billed on the invoice of the period it arrived in;
+    # the final period has no later invoice, so it takes its own late events as well.
+    on_time = in_period if is_final else in_period.filter(is_late=False)
     return replace(
         common,
         tokens=_token_usage(on_time),

@@ -239,6 +239,7 @@ def _contract_windows(
     for contract in contracts.prefetch_related("clauses"):
         refusal: Reason | None = None
         late_before: datetime | None = None
+        ends_at = contract_ends_at(contract)
         if contract.pricing_basis != PricingBasis.TOKEN_SLA:
             refusal = _reason(
                 "contract_not_token_sla",
@@ -250,10 +251,18 @@ def _contract_windows(
             refusal = _reason(
                 "contract_not_live", f"Contract {contract.number} is a draft.", "contract"
             )
-        elif contract.status == ContractStatus.ENDED and invoiced_until.get(
-            contract.pk, contract.term_start
-        ) >= contract_ends_at(contract):
-            # The final period is invoiced: late usage has no invoice left to join.
+        elif contract.billing_start is None:
+            # No billable period exists before billing starts: an event accepted now could
+            # never land on an invoice.
+            refusal = _reason(
+                "billing_not_started",
+                f"Billing of contract {contract.number} has not started ({contract.status});"
+                " usage is reported from its billing start.",
+                "contract",
+            )
+        elif invoiced_until.get(contract.pk, contract.term_start) >= ends_at:
+            # The final period is invoiced (whether or not the contract has been marked ended
+            # yet): late usage has no invoice left to join.
             refusal = _reason(
                 "contract_closed",
                 f"Contract {contract.number} ended and its final invoice is issued; usage can no"
@@ -270,12 +279,11 @@ def _contract_windows(
                 # A period with an issued invoice is closed whatever the clock says.
                 closed.append(invoiced_until[contract.pk])
             late_before = max(closed) if closed else None
-        live_end = contract.term_end
-        if contract.ended_at is not None:
-            live_end = min(live_end, contract.ended_at)
         windows[contract.pk] = ContractWindow(
-            live_start=contract.term_start,
-            live_end=live_end,
+            # Billable periods run from the billing start to the contract's end (term, exit
+            # date or actual end): usage outside them would land on no invoice.
+            live_start=max(contract.term_start, contract.billing_start or contract.term_start),
+            live_end=ends_at,
             late_before=late_before,
             refusal=refusal,
         )
@@ -303,7 +311,9 @@ def _refusal(
         )
     if not window.live_start <= occurred_at < window.live_end:
         return _reason(
-            "contract_not_live", "The contract was not in force at occurred_at.", "occurred_at"
+            "contract_not_live",
+            "The contract was not in force and billing at occurred_at.",
+            "occurred_at",
         )
     if event["status"] == "success":
         for field in ("ttft_ms", "e2e_ms"):
