@@ -11,24 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import date
-from decimal import Decimal
 from typing import Any
 
 import django_filters
-from django.db.models import DecimalField, ExpressionWrapper, F, Max, QuerySet, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Max, QuerySet
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
-)
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, mixins, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -38,8 +29,24 @@ from accounts.permissions import HasOrganizationScope, request_caller
 from billing.api.invoices import MinorUnitMixin
 from billing.models import AssetMonth, CapacitySignal, SignalLevel
 from billing.selectors import unit_economics as unit_economics_selector
-from core.api.renderers import RENDERERS_WITH_CSV, CsvResponse, wants_csv
-from core.errors import ValidationFailed
+from core.api.filters import NullsLastOrdering
+from core.api.params import (
+    choice_param,
+    date_param,
+    exactly_one,
+    flag_param,
+    id_param,
+    match_param,
+    month_param,
+    range_check,
+)
+from core.api.renderers import (
+    RENDERERS_WITH_CSV,
+    CsvListMixin,
+    CsvResponse,
+    responses_with_csv,
+    wants_csv,
+)
 from inventory.choices import NodeStatus
 from inventory.models import Node
 from leasing.api.serializers_catalog import SiteRefSerializer
@@ -68,118 +75,7 @@ class ReasonField(serializers.CharField):
         return str(value) if value else None
 
 
-def _month_param(params: Mapping[str, str], name: str) -> date | None:
-    """`name` as the first day of a YYYY-MM month, None when absent; a 400 invalid_month else."""
-    raw = params.get(name, "").strip()
-    if not raw:
-        return None
-    match = re.fullmatch(r"(\d{4})-(\d{2})", raw)
-    if match is None or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1:
-        raise ValidationFailed(
-            f"`{name}` is a month written YYYY-MM, not {raw!r}.",
-            code="invalid_month",
-            detail={"field": name},
-        )
-    return date(int(match[1]), int(match[2]), 1)
-
-
-def _date_param(params: Mapping[str, str], name: str) -> date | None:
-    """`name` as a YYYY-MM-DD date, None when absent; a 400 invalid_date else."""
-    raw = params.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw) is None:
-            raise ValueError(raw)
-        return date.fromisoformat(raw)
-    except ValueError as error:
-        raise ValidationFailed(
-            f"`{name}` is a date written YYYY-MM-DD, not {raw!r}.",
-            code="invalid_date",
-            detail={"field": name},
-        ) from error
-
-
-def _check_range(start: date | None, end: date | None) -> None:
-    if start is not None and end is not None and start > end:
-        raise ValidationFailed(
-            "`from` is after `to`.",
-            code="invalid_range",
-            detail={"from": start.isoformat(), "to": end.isoformat()},
-        )
-
-
-class CsvListMixin:
-    """`?format=csv` on list: every matching row (not a page) as flat CSV rows."""
-
-    csv_filename = "export.csv"
-    csv_header: tuple[str, ...] = ()
-
-    def csv_row(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """One serialized row as a flat CSV row."""
-        return dict(data)
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        if not wants_csv(request):
-            return super().list(request, *args, **kwargs)  # type: ignore[misc]
-        queryset = self.filter_queryset(self.get_queryset())  # type: ignore[attr-defined]
-        rows = self.get_serializer(queryset, many=True).data  # type: ignore[attr-defined]
-        return CsvResponse(
-            (self.csv_row(row) for row in rows), header=self.csv_header, filename=self.csv_filename
-        )
-
-
 # ------------------------------------------------------------------ assets
-
-# In place of NULL when ordering: past any figure the columns can hold, either way.
-NULL_SENTINEL = Decimal(10) ** 20
-# The primary key times this is added to the sort value so that no two rows tie: it is below
-# the smallest step of any figure (six decimals at most) for every id a bigint can hold.
-TIE_BREAK = Decimal("1e-30")
-SORT_PREFIX = "sort_"
-
-
-class NullsLastOrdering(OrderingFilter):
-    """?ordering= where figures the job has not computed sort last, ascending or descending.
-
-    A cursor resumes from the value of the first ordering field, which must be neither NULL nor
-    shared by many rows (DRF pages through ties by offset, and back from a last page of ties
-    not at all). Each nullable field (the view's `nullable_ordering`) is therefore ordered
-    through an annotation: the figure, a sentinel in place of NULL, plus the primary key times
-    a tiny step, so that the value is unique and orders ties by id in the same direction.
-    """
-
-    def get_ordering(self, request: Request, queryset: QuerySet[Any], view: Any) -> list[str]:
-        terms = super().get_ordering(request, queryset, view) or []
-        nullable: Mapping[str, str] = getattr(view, "nullable_ordering", {})
-        ordering = []
-        for term in terms:
-            descending, name = term.startswith("-"), term.lstrip("-")
-            if name in nullable:
-                name = SORT_PREFIX + name
-            ordering.append(f"-{name}" if descending else name)
-        if ordering and all(term.lstrip("-") != "id" for term in ordering):
-            ordering.append("-id" if ordering[0].startswith("-") else "id")
-        return ordering
-
-    def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> Any:
-        ordering = self.get_ordering(request, queryset, view)
-        nullable: Mapping[str, str] = getattr(view, "nullable_ordering", {})
-        annotations = {}
-        for term in ordering:
-            name = term.lstrip("-")
-            if name.startswith(SORT_PREFIX):
-                sentinel = -NULL_SENTINEL if term.startswith("-") else NULL_SENTINEL
-                annotations[name] = ExpressionWrapper(
-                    Coalesce(
-                        F(nullable[name.removeprefix(SORT_PREFIX)]),
-                        Value(sentinel),
-                        output_field=DecimalField(),
-                    )
-                    + F("id") * Value(TIE_BREAK),
-                    output_field=DecimalField(),
-                )
-        return queryset.annotate(**annotations).order_by(*ordering)
 
 
 class AssetFilter(django_filters.FilterSet):
@@ -368,17 +264,9 @@ _MONTH_PARAMETERS = [
 ]
 
 
-def _with_csv(serializer: Any, description: str) -> dict[Any, Any]:
-    """Responses of an endpoint that also downloads as CSV."""
-    return {
-        (200, "application/json"): serializer,
-        (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description=description),
-    }
-
-
 @extend_schema_view(
-    list=extend_schema(responses=_with_csv(AssetSerializer(many=True), "One row a node.")),
-    retrieve=extend_schema(responses=_with_csv(AssetSerializer, "One row.")),
+    list=extend_schema(responses=responses_with_csv(AssetSerializer(many=True), "One row a node.")),
+    retrieve=extend_schema(responses=responses_with_csv(AssetSerializer, "One row.")),
 )
 class AssetViewSet(
     OrganizationScopedMixin,
@@ -435,7 +323,7 @@ class AssetViewSet(
 
     @extend_schema(
         parameters=_MONTH_PARAMETERS,
-        responses=_with_csv(AssetEconomicsSerializer, "One row a month."),
+        responses=responses_with_csv(AssetEconomicsSerializer, "One row a month."),
     )
     @action(detail=True, methods=["get"], url_path="economics")
     def economics(self, request: Request, pk: str | None = None) -> Response:
@@ -444,9 +332,9 @@ class AssetViewSet(
         A malformed month is a 400 invalid_month naming the parameter; `from` after `to` a 400
         invalid_range; a range without months answers an empty list.
         """
-        start = _month_param(request.query_params, "from")
-        end = _month_param(request.query_params, "to")
-        _check_range(start, end)
+        start = month_param(request.query_params, "from")
+        end = month_param(request.query_params, "to")
+        range_check(start, end)
         node = self.get_object()
         months = AssetMonth.objects.filter(node=node).order_by("month")
         if start is not None:
@@ -534,19 +422,6 @@ SIGNAL_CSV_FIELDS = (
     *CapacitySignalSerializer.Meta.fields[6:],
 )
 
-_TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no", ""}
-
-
-def _flag(params: Mapping[str, str], name: str) -> bool:
-    raw = params.get(name, "").strip().lower()
-    if raw not in _TRUE | _FALSE:
-        raise ValidationFailed(
-            f"`{name}` is true or false, not {raw!r}.",
-            code="invalid_boolean",
-            detail={"field": name},
-        )
-    return raw in _TRUE
-
 
 @extend_schema_view(
     list=extend_schema(
@@ -555,7 +430,7 @@ def _flag(params: Mapping[str, str], name: str) -> bool:
                 "all", bool, description="Include pools at level OK (default: raised signals only)."
             )
         ],
-        responses=_with_csv(CapacitySignalSerializer(many=True), "One row a pool."),
+        responses=responses_with_csv(CapacitySignalSerializer(many=True), "One row a pool."),
     )
 )
 class CapacitySignalViewSet(
@@ -583,7 +458,7 @@ class CapacitySignalViewSet(
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         params = self.request.query_params
-        include_ok = _flag(params, "all")
+        include_ok = flag_param(params, "all")
         queryset = super().filter_queryset(queryset)
         if not include_ok:
             queryset = queryset.filter(raised=True)
@@ -676,30 +551,21 @@ class UnitEconomicsSerializer(serializers.Serializer[Any]):
     results = UnitEconomicsPeriodSerializer(many=True)
 
 
+POOL = re.compile(r"(\d{1,18}):([-a-zA-Z0-9_]{1,64})")
+
+
 def _scope_params(params: Mapping[str, str]) -> tuple[int | None, tuple[int, str] | None]:
     """`offering=<id>` or `pool=<site_id>:<gpu_model>`, exactly one of them."""
-    offering, pool = params.get("offering", "").strip(), params.get("pool", "").strip()
-    if bool(offering) == bool(pool):
-        raise ValidationFailed(
-            "Give exactly one of `offering=<id>` or `pool=<site_id>:<gpu_model>`.",
-            code="scope_required",
-            detail={"fields": ["offering", "pool"]},
-        )
-    if offering:
-        if re.fullmatch(r"\d{1,18}", offering) is None:
-            raise ValidationFailed(
-                f"`offering` is the id of an SLA offering, not {offering!r}.",
-                code="invalid_offering",
-                detail={"field": "offering"},
-            )
-        return int(offering), None
-    match = re.fullmatch(r"(\d{1,18}):([-a-zA-Z0-9_]{1,64})", pool)
-    if match is None:
-        raise ValidationFailed(
-            f"`pool` is <site_id>:<gpu_model slug>, e.g. 12:h100-sxm, not {pool!r}.",
-            code="invalid_pool",
-            detail={"field": "pool"},
-        )
+    given = exactly_one(
+        params,
+        ("offering", "pool"),
+        message="Give exactly one of `offering=<id>` or `pool=<site_id>:<gpu_model>`.",
+        code="scope_required",
+    )
+    if given == "offering":
+        return id_param(params, "offering", what="the id of an SLA offering"), None
+    match = match_param(params, "pool", POOL, what="<site_id>:<gpu_model slug>, e.g. 12:h100-sxm")
+    assert match is not None  # exactly_one saw it
     return None, (int(match[1]), match[2].lower())
 
 
@@ -729,7 +595,7 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
             ),
             OpenApiParameter("to", OpenApiTypes.DATE, description="Default: today."),
         ],
-        responses=_with_csv(UnitEconomicsSerializer, "One row a period."),
+        responses=responses_with_csv(UnitEconomicsSerializer, "One row a period."),
     )
     def get(self, request: Request) -> Response:
         """Each week or month of the scope: cost, traffic, utilization and cost per unit.
@@ -740,19 +606,20 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
         """
         params = request.query_params
         offering_id, pool = _scope_params(params)
-        start, end = _date_param(params, "from"), _date_param(params, "to")
-        _check_range(start, end)
+        start, end = date_param(params, "from"), date_param(params, "to")
+        range_check(start, end)
         organization = self.caller.organization
         if organization is None:
             raise Forbidden(
                 "Act for an organization (the X-Organization header) to read unit economics.",
                 code="organization_required",
             )
+        period = choice_param(params, "period", unit_economics_selector.PERIODS, default="month")
         periods = unit_economics_selector.unit_economics(
             caller_org=organization,
             offering_id=offering_id,
             pool=pool,
-            period=params.get("period", "month").strip() or "month",
+            period=period,
             start=start,
             end=end,
             now=timezone.now(),
