@@ -10,9 +10,11 @@ import pytest
 
 from billing.models import Invoice
 from billing.services.documents import credit_note_issue
+from config.celery import app
 from economics.models import AssetMonth, AssetPayback, EconomicsRun, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.runs import economics_run
+from economics.tasks import refresh
 from inventory.models import Node
 from tests.economics.factories import at, bill_until, lease_node, offer_on
 from tests.economics.factories import worked_example_node as server
@@ -213,8 +215,6 @@ def test_the_nightly_task_runs_on_a_real_worker_and_is_scheduled(
 ) -> None:
     from django_celery_beat.models import PeriodicTask
 
-    from economics.tasks import refresh
-
     node = server(provider, acquired_on=date(2027, 1, 1))
     run_id = refresh.delay(as_of=at(3, 1, 2).isoformat()).get(timeout=60)
 
@@ -224,3 +224,9 @@ def test_the_nightly_task_runs_on_a_real_worker_and_is_scheduled(
     assert AssetPayback.objects.get(node=node).months_of_life == 3
     nightly = PeriodicTask.objects.get(task="economics.refresh")
     assert (nightly.crontab.hour, nightly.crontab.minute, nightly.queue) == ("2", "30", "billing")
+
+
+def test_the_nightly_task_goes_to_the_billing_queue_whether_sent_by_object_or_by_name() -> None:
+    """Beat and other processes may send it by name only: the route agrees with the task."""
+    assert (refresh.name, refresh.queue) == ("economics.refresh", "billing")
+    assert app.amqp.router.route({}, "economics.refresh", (), {})["queue"].name == "billing"
