@@ -825,10 +825,10 @@ def _phases() -> dict[str, Any]:
     """The job's steps one by one, as asset_economics_refresh chains them (its glue copied)."""
     from django.db import transaction
 
-    from billing.fx import FxTable
-    from billing.selectors.gpu_hours import gpu_seconds
-    from billing.selectors.revenue import revenue_attribute
-    from billing.services.economics import _write, node_months
+    from economics.fx import FxTable
+    from economics.selectors.gpu_hours import gpu_seconds
+    from economics.selectors.revenue import revenue_attribute
+    from economics.services.assets import _write, node_months
     from inventory.models import Node
 
     timings: dict[str, dict[str, float]] = {}
@@ -916,7 +916,7 @@ def _copy_write(
     from django.db import connection, transaction
     from psycopg.types.json import Jsonb
 
-    from billing.models import AssetMonth, AssetPayback
+    from economics.models import AssetMonth, AssetPayback
 
     json_columns = {"revenue_detail", "warnings"}
     tables = []
@@ -1030,7 +1030,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _setup_django()
     from django.db import connection
 
-    from billing.services.economics import asset_economics_refresh
+    from economics.services.assets import asset_economics_refresh
 
     figures: dict[str, Any] = {
         "database": connection.settings_dict["NAME"],

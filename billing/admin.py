@@ -572,7 +572,3 @@ class StripeEventAdmin(ReadOnlyAdmin):
     list_select_related = ["invoice"]
     search_fields = ["event_id", "invoice__number"]
     date_hierarchy = "received_at"
-
-
-# Asset economics: fleet and asset pages, FX rates, capacity signals, runs (their own module).
-from billing import admin_economics  # noqa: E402, F401

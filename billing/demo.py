@@ -38,7 +38,6 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing import demo_economics
 from billing.models import Invoice, InvoiceLine, InvoiceStatus, LineKind
 from billing.services.cycle import billing_cycle_run
 from billing.services.ingest import BatchOutcome, usage_batch_ingest
@@ -493,7 +492,6 @@ def seed(out: TextIO) -> None:
     provider = Organization.objects.get(slug=PROVIDER)
     if Offer.objects.filter(provider=provider, name=OFFER_NAME).exists():
         out.write("  billing:            already seeded\n")
-        demo_economics.seed(out)
         return
     quarter = Quarter(
         provider=provider,
@@ -509,4 +507,3 @@ def seed(out: TextIO) -> None:
             ).values_list("pk", flat=True)
         )
     )
-    demo_economics.seed(out)

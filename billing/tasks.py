@@ -9,7 +9,6 @@ from celery import shared_task
 from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
-from billing.services.economics import economics_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.stripe import StripeUnavailable
@@ -49,12 +48,6 @@ def deliver_invoice(invoice_id: int) -> dict[str, object]:
     from billing.services.delivery import invoice_deliver
 
     return invoice_deliver(invoice_id=invoice_id)
-
-
-@shared_task(name="billing.refresh_economics")
-def refresh_economics(as_of: str | None = None) -> int:
-    """Nightly: every node's months and payback, then the capacity signals; returns the run id."""
-    return economics_run(now=parse_datetime(as_of) if as_of else None).pk
 
 
 @shared_task(name="billing.reconcile_usage")

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "contracts",
     "leasing",
     "billing",
+    "economics",
 ]
 
 MIDDLEWARE = [
@@ -255,10 +256,12 @@ else:
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=_default_result_backend)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# Tasks are named <app>.<verb>; ingestion and billing work run on their own queues.
+# Tasks are named <app>.<verb>; ingestion and billing work run on their own queues, and the
+# nightly economics job with billing's batch work.
 CELERY_TASK_ROUTES = {
     "billing.ingest_*": {"queue": "ingest"},
     "billing.*": {"queue": "billing"},
+    "economics.*": {"queue": "billing"},
     "*": {"queue": "default"},
 }
 CELERY_TASK_QUEUES = [Queue(name) for name in ("default", "ingest", "billing")]

@@ -15,6 +15,7 @@ API_MODULES = [
     "leasing.api.urls_leasing",
     "billing.api.urls",
     "billing.api.urls_stripe",
+    "economics.api.urls",
 ]
 
 urlpatterns = [

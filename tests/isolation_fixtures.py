@@ -30,21 +30,15 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import api_key_create
-from billing.models import (
-    AssetMonth,
-    AssetPayback,
-    CapacitySignal,
-    FxRate,
-    Invoice,
-    UsageEvent,
-    UsageRollup,
-)
+from billing.models import Invoice, UsageEvent, UsageRollup
 from billing.services.documents import credit_note_issue
-from billing.services.economics import asset_economics_refresh, capacity_signals_evaluate
 from billing.services.ingest import usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh_batch
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import contract_activate
+from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
+from economics.services.assets import asset_economics_refresh
+from economics.services.signals import capacity_signals_evaluate
 from inventory.choices import OutageKind
 from inventory.models import Gpu, Node, Outage, Site
 from inventory.schemas import OutageInput

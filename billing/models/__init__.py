@@ -1,14 +1,5 @@
 """Billing models, one module per area; import them from here."""
 
-from billing.models.economics import (
-    AssetEconomics,
-    AssetMonth,
-    AssetPayback,
-    CapacitySignal,
-    EconomicsRun,
-    FxRate,
-    SignalLevel,
-)
 from billing.models.invoices import (
     INVOICE_TRANSITIONS,
     ISSUED_STATUSES,
@@ -36,23 +27,16 @@ from billing.models.usage import (
 __all__ = [
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
-    "AssetEconomics",
-    "AssetMonth",
-    "AssetPayback",
     "BillingRun",
     "BillingRunKind",
-    "CapacitySignal",
     "CreditNote",
     "CreditNoteLine",
     "DocumentSequence",
-    "EconomicsRun",
-    "FxRate",
     "Invoice",
     "InvoiceLine",
     "InvoiceStatus",
     "LineKind",
     "NumberSeries",
-    "SignalLevel",
     "StripeCustomer",
     "StripeEvent",
     "UsageBatch",

@@ -1,4 +1,4 @@
-"""Reads of billing: billing periods and rating facts, revenue attribution, asset economics."""
+"""Reads of billing: billing periods and rating facts."""
 
 from billing.selectors.periods import (
     BILLABLE_STATUSES,

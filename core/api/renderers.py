@@ -14,6 +14,8 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, cast
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import status
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -104,3 +106,35 @@ RENDERERS_WITH_CSV: list[type[BaseRenderer]] = [
 def wants_csv(request: Request) -> bool:
     """The client asked for CSV (?format=csv or Accept: text/csv)."""
     return getattr(request.accepted_renderer, "format", None) == CsvRenderer.format
+
+
+def responses_with_csv(serializer: Any, description: str) -> dict[Any, Any]:
+    """The OpenAPI responses of an endpoint that also downloads as CSV: JSON, or text/csv."""
+    return {
+        (200, "application/json"): serializer,
+        (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description=description),
+    }
+
+
+class CsvListMixin:
+    """`?format=csv` on list: every matching row (not a page) as flat CSV rows.
+
+    A view sets `csv_filename` and `csv_header`, and `renderer_classes = RENDERERS_WITH_CSV`;
+    it overrides `csv_row` when a serialized row nests objects that must be flattened.
+    """
+
+    csv_filename = "export.csv"
+    csv_header: tuple[str, ...] = ()
+
+    def csv_row(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """One serialized row as a flat CSV row."""
+        return dict(data)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if not wants_csv(request):
+            return super().list(request, *args, **kwargs)  # type: ignore[misc]
+        queryset = self.filter_queryset(self.get_queryset())  # type: ignore[attr-defined]
+        rows = self.get_serializer(queryset, many=True).data  # type: ignore[attr-defined]
+        return CsvResponse(
+            (self.csv_row(row) for row in rows), header=self.csv_header, filename=self.csv_filename
+        )

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from billing.models import BillingRun, UsageBatch
 from billing.services.delivery import invoice_deliver
-from billing.services.economics import capacity_signals_evaluate
 from billing.services.rollups import usage_rollups_refresh_batch
 from billing.services.stripe import StripeUnavailable
+from economics.services.signals import capacity_signals_evaluate
 from leasing.services.offers import sla_subscription_create
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice

@@ -9,8 +9,8 @@ from typing import TextIO
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing.models import AssetPayback, FxRate
-from billing.services.economics import economics_run
+from economics.models import AssetPayback, FxRate
+from economics.services.runs import economics_run
 from leasing.services.quotes import NoCapacity, QuoteRequest, quote_create
 
 # Units of the quote currency per unit of the base currency; the inverse pairs are derived.

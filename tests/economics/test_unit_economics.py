@@ -9,22 +9,20 @@ from typing import Any
 import pytest
 import time_machine
 
-from billing.models import AssetMonth, CapacitySignal, SignalLevel
-from billing.selectors.unit_economics import unit_economics
-from billing.services.economics import (
-    asset_economics_refresh,
-    capacity_signals_evaluate,
-    economics_run,
-)
 from billing.services.ingest import usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh
 from core.errors import NotFound, ValidationFailed
+from economics.models import AssetMonth, CapacitySignal, SignalLevel
+from economics.selectors.unit_economics import unit_economics
+from economics.services.assets import asset_economics_refresh
+from economics.services.runs import economics_run
+from economics.services.signals import capacity_signals_evaluate
 from inventory.models import GpuModel, Node
 from leasing.models import QuoteShortfall, SlaOffering
 from leasing.services.offers import sla_subscription_create
-from tests.billing.economics_factories import at, bill_until, lease_node, offer_on
-from tests.billing.economics_factories import worked_example_node as server
 from tests.billing.factories import event, token_contract
+from tests.economics.factories import at, bill_until, lease_node, offer_on
+from tests.economics.factories import worked_example_node as server
 from tests.leasing.factories import make_sla_offering
 
 FEB = datetime(2027, 2, 1, tzinfo=UTC)

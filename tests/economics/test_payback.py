@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
-from billing.payback import (
+from economics.payback import (
     Asset,
     MonthFacts,
     Ratio,

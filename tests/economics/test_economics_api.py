@@ -14,13 +14,14 @@ import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from billing.models import AssetMonth, AssetPayback, FxRate
-from billing.services.economics import asset_economics_refresh, capacity_signals_evaluate
-from billing.services.fx import FxRateInput, fx_rate_create
+from economics.models import AssetMonth, AssetPayback, FxRate
+from economics.services.assets import asset_economics_refresh
+from economics.services.fx import FxRateInput, fx_rate_create
+from economics.services.signals import capacity_signals_evaluate
 from inventory.models import Node
 from leasing.models import SlaOffering
-from tests.billing.economics_factories import at, bill_until, lease_node, offer_on
-from tests.billing.economics_factories import worked_example_node as server
+from tests.economics.factories import at, bill_until, lease_node, offer_on
+from tests.economics.factories import worked_example_node as server
 from tests.leasing.factories import make_provider_site, make_sla_offering
 
 pytestmark = pytest.mark.django_db
@@ -712,7 +713,7 @@ def test_a_pool_by_the_week(offering: SlaOffering, provider: Any, client_for: An
 def test_unit_economics_download_as_csv(
     offering: SlaOffering, provider: Any, client_for: Any
 ) -> None:
-    from billing.selectors.unit_economics import CSV_FIELDS
+    from economics.selectors.unit_economics import CSV_FIELDS
 
     response = ask(
         client_for(provider),

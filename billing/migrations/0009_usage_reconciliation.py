@@ -28,7 +28,7 @@ def remove_schedule(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("billing", "0007_asset_economics_proxy"),
+        ("billing", "0008_economics_to_its_own_app"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from billing.models import AssetMonth, AssetPayback, CapacitySignal, EconomicsRun, FxRate
+from economics.models import AssetMonth, AssetPayback, CapacitySignal, EconomicsRun, FxRate
 from inventory.models import Node
 from leasing.models import QuoteShortfall, SlaSubscription
 

@@ -12,42 +12,29 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
-
 from accounts.models import Organization
-from billing import payback
-from billing.fx import FxTable
-from billing.models import AssetMonth, UsageRollup
-from billing.selectors.gpu_hours import HOUR, HOURS, gpu_seconds
-from billing.selectors.revenue import next_month
-from core.errors import NotFound, ValidationFailed
-from core.money import round_money
-from inventory.models import Node, Site
-from leasing.models import SlaOffering, SlaSubscription
+from core.errors import ValidationFailed
+from economics import payback
+from economics.fx import FxTable
+from economics.selectors.gpu_hours import HOUR, HOURS, gpu_seconds
+from economics.selectors.revenue import next_month
+from economics.selectors.scopes import Scope, offering_scope, pool_scope
+from economics.selectors.unit_facts import (
+    midnight,
+    scope_costs,
+    scope_latency,
+    scope_usage,
+    scope_workload_hours,
+)
 
 ZERO = Decimal("0")
 PERIODS = ("week", "month")
 MAX_PERIODS = 60
 DEFAULT_SPAN = timedelta(days=90)
-
-# Exact p95 / p99 of time-to-first-token and end-to-end latency per hour, over the successful
-# requests of the given contracts.
-HOURLY_LATENCY_SQL = """
-SELECT date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS hour,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms),
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY ttft_ms),
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY e2e_ms),
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)
-FROM billing_usageevent
-WHERE contract_id = ANY(%(contracts)s) AND status = 'success'
-  AND occurred_at >= %(start)s AND occurred_at < %(end)s
-GROUP BY 1
-ORDER BY 1
-"""
 
 CSV_FIELDS = [
     "scope",
@@ -77,22 +64,6 @@ CSV_FIELDS = [
     "inference_gpu_hours",
     "unspecified_gpu_hours",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """What is measured: an SLA offering, or a pool (one GPU model at one site)."""
-
-    kind: str
-    key: str
-    name: str
-    currency: str
-    # node id -> share of the node's cost that belongs to the scope
-    node_shares: dict[int, Decimal]
-    # token contracts whose usage the scope serves -> share of their usage
-    contract_shares: dict[int, Decimal]
-    # the token throughput the scope promises, for throughput utilization (offerings)
-    committed_tokens_per_s: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,83 +185,6 @@ class UnitEconomicsPeriod:
         return row
 
 
-# ------------------------------------------------------------------ scopes
-
-
-def _owned(caller: Organization, provider_id: int) -> bool:
-    return caller.is_operator or caller.pk == provider_id
-
-
-def offering_scope(*, caller: Organization, offering_id: int) -> Scope:
-    """An SLA offering of the caller's (operators: any); 404 otherwise."""
-    offering = SlaOffering.objects.filter(pk=offering_id).first()
-    if offering is None or not _owned(caller, offering.provider_id):
-        raise NotFound(f"SLA offering {offering_id} not found.", code="offering_not_found")
-    node_ids = list(offering.nodes.values_list("pk", flat=True))
-    served_by: dict[int, int] = defaultdict(int)
-    for node_id in SlaOffering.nodes.through.objects.filter(node_id__in=node_ids).values_list(
-        "node_id", flat=True
-    ):
-        served_by[node_id] += 1
-    contracts = SlaSubscription.objects.filter(offering=offering).values_list(
-        "contract_id", flat=True
-    )
-    return Scope(
-        kind="offering",
-        key=str(offering.pk),
-        name=offering.served_model_name,
-        currency=offering.currency,
-        node_shares={node_id: Decimal(1) / served_by[node_id] for node_id in node_ids},
-        contract_shares={contract_id: Decimal(1) for contract_id in contracts},
-        committed_tokens_per_s=offering.committed_tokens_per_s,
-    )
-
-
-def pool_scope(*, caller: Organization, site_id: int, gpu_model_slug: str) -> Scope:
-    """The caller's nodes of one GPU model at one site, and the token usage they serve.
-
-    An SLA offering's usage counts for the pool by the pool's share of the offering's GPUs.
-    """
-    site = Site.objects.filter(pk=site_id).first()
-    if site is None or not _owned(caller, site.organization_id):
-        raise NotFound(f"Site {site_id} not found.", code="site_not_found")
-    nodes = {
-        pk: gpus
-        for pk, gpus in Node.objects.filter(site=site, gpu_model__slug=gpu_model_slug).values_list(
-            "pk", "gpu_count"
-        )
-    }
-    if not nodes:
-        raise NotFound(f"Site {site_id} has no {gpu_model_slug} nodes.", code="pool_not_found")
-    touching = set(SlaOffering.objects.filter(nodes__in=list(nodes)).values_list("pk", flat=True))
-    offering_gpus: dict[int, Decimal] = defaultdict(Decimal)
-    pool_gpus: dict[int, Decimal] = defaultdict(Decimal)
-    for offering_id, node_id, gpus in SlaOffering.objects.filter(pk__in=touching).values_list(
-        "pk", "nodes__id", "nodes__gpu_count"
-    ):
-        offering_gpus[offering_id] += Decimal(gpus)
-        if node_id in nodes:
-            pool_gpus[offering_id] += Decimal(gpus)
-    contract_shares = {
-        contract_id: pool_gpus[offering_id] / offering_gpus[offering_id]
-        for contract_id, offering_id in SlaSubscription.objects.filter(
-            offering_id__in=list(offering_gpus)
-        ).values_list("contract_id", "offering_id")
-    }
-    return Scope(
-        kind="pool",
-        key=f"{site.pk}:{gpu_model_slug}",
-        name=f"{gpu_model_slug} at {site.name}",
-        currency=Node.objects.filter(pk__in=list(nodes))
-        .values_list("capex_currency", flat=True)
-        .first()
-        or "USD",
-        node_shares={node_id: Decimal(1) for node_id in nodes},
-        contract_shares=contract_shares,
-        committed_tokens_per_s=None,
-    )
-
-
 # ------------------------------------------------------------------ periods
 
 
@@ -313,149 +207,22 @@ def periods_between(period: str, start: date, end: date) -> list[tuple[date, dat
     return periods
 
 
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, time(), tzinfo=UTC)
-
-
 # ------------------------------------------------------------------ the figures
-
-
-def _costs(
-    scope: Scope,
-    start: datetime,
-    end: datetime,
-    fx: FxTable,
-    conversions: list[dict[str, Any]],
-    warnings: list[str],
-) -> tuple[Decimal, Decimal, Decimal]:
-    """The scope's share of its nodes' depreciation, energy and opex over [start, end)."""
-    totals = [ZERO, ZERO, ZERO]
-    months = AssetMonth.objects.filter(
-        node_id__in=list(scope.node_shares),
-        month__gte=date(start.year, start.month, 1),
-        month__lt=end.date() + timedelta(days=1),
-    ).values_list(
-        "node_id",
-        "month",
-        "currency",
-        "in_service_hours",
-        "computed_at",
-        "depreciation",
-        "energy_cost",
-        "opex",
-    )
-    by_currency: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO, ZERO])
-    for node_id, month, currency, in_service, computed_at, *amounts in months:
-        month_start = _midnight(month)
-        month_end = min(_midnight(next_month(month)), computed_at)
-        overlap = (min(end, month_end) - max(start, month_start)).total_seconds()
-        if overlap <= 0 or not in_service:
-            continue
-        share = min(Decimal(1), Decimal(overlap) / HOUR / in_service) * scope.node_shares[node_id]
-        for index, amount in enumerate(amounts):
-            by_currency[currency][index] += amount * share
-    on = (end - timedelta(seconds=1)).date()
-    for currency, amounts in by_currency.items():
-        for index, (name, amount) in enumerate(
-            zip(("depreciation", "energy", "opex"), amounts, strict=True)
-        ):
-            if currency == scope.currency or not amount:
-                totals[index] += amount
-                continue
-            conversion = fx.convert(amount, currency, scope.currency, on)
-            if conversion is None:
-                warnings.append(
-                    f"fx_rate_missing: {amount:.2f} {currency} of {name} not converted to "
-                    f"{scope.currency}"
-                )
-                continue
-            conversions.append({"what": name, **conversion.as_json()})
-            totals[index] += conversion.converted
-    depreciation, energy, opex = (round_money(total, scope.currency) for total in totals)
-    return depreciation, energy, opex
-
-
-def _usage(
-    scope: Scope, start: datetime, end: datetime
-) -> tuple[int, int, int, dict[datetime, tuple[int, int, int]]]:
-    """Requests (all, successful) and successful tokens in the period, and per hour."""
-    if not scope.contract_shares:
-        return 0, 0, 0, {}
-    rows = (
-        UsageRollup.objects.filter(
-            contract_id__in=list(scope.contract_shares), hour__gte=start, hour__lt=end
-        )
-        .values_list(
-            "contract_id",
-            "hour",
-            "requests_total",
-            "requests_success",
-            "input_tokens_success",
-            "output_tokens_success",
-        )
-        .order_by("hour")
-    )
-    hourly: dict[datetime, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO, ZERO])
-    for contract_id, hour, total, success, input_tokens, output_tokens in rows:
-        share = scope.contract_shares[contract_id]
-        hourly[hour][0] += total * share
-        hourly[hour][1] += success * share
-        hourly[hour][2] += (input_tokens + output_tokens) * share
-    per_hour = {
-        hour: (round(values[0]), round(values[1]), round(values[2]))
-        for hour, values in hourly.items()
-    }
-    return (
-        sum(values[0] for values in per_hour.values()),
-        sum(values[1] for values in per_hour.values()),
-        sum(values[2] for values in per_hour.values()),
-        per_hour,
-    )
-
-
-def _latency(scope: Scope, start: datetime, end: datetime) -> dict[datetime, tuple[Any, ...]]:
-    if not scope.contract_shares:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            HOURLY_LATENCY_SQL,
-            {"contracts": list(scope.contract_shares), "start": start, "end": end},
-        )
-        return {row[0]: tuple(row[1:]) for row in cursor.fetchall()}
-
-
-def _workload_hours(scope: Scope, start: datetime, end: datetime) -> dict[str, Decimal]:
-    """GPU-hours of lease allocations on the scope's nodes in the period, by workload tag."""
-    sql = """
-        SELECT l.workload,
-               sum(EXTRACT(EPOCH FROM upper(a.period * r) - lower(a.period * r)))
-        FROM leasing_allocation a
-        JOIN leasing_lease l ON l.id = a.lease_id
-        CROSS JOIN (SELECT tstzrange(%(start)s, %(end)s, '[)') AS r) bounds
-        WHERE a.node_id = ANY(%(nodes)s) AND a.released_at IS NULL AND a.period && r
-        GROUP BY l.workload
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"start": start, "end": end, "nodes": list(scope.node_shares)})
-        return {
-            workload: (Decimal(seconds) / HOUR).quantize(HOURS)
-            for workload, seconds in cursor.fetchall()
-        }
 
 
 def period_figures(
     scope: Scope, period: str, start: date, end: date, *, now: datetime, fx: FxTable
 ) -> UnitEconomicsPeriod:
     """Cost, traffic, utilization and latency of one scope over [start, end)."""
-    window_start = _midnight(start)
-    window_end = min(_midnight(end), now)
+    window_start = midnight(start)
+    window_end = min(midnight(end), now)
     conversions: list[dict[str, Any]] = []
     warnings: list[str] = []
     if window_end <= window_start:
         depreciation = energy = opex = ZERO
         buckets: dict[Any, Any] = {}
     else:
-        depreciation, energy, opex = _costs(
+        depreciation, energy, opex = scope_costs(
             scope, window_start, window_end, fx, conversions, warnings
         )
         buckets = gpu_seconds(
@@ -474,9 +241,9 @@ def period_figures(
     available = sum(available_by_hour.values(), ZERO)
     allocated = sum(allocated_by_hour.values(), ZERO)
     requests, successful, tokens, usage = (
-        _usage(scope, window_start, window_end) if buckets else (0, 0, 0, {})
+        scope_usage(scope, window_start, window_end) if buckets else (0, 0, 0, {})
     )
-    latency = _latency(scope, window_start, window_end) if usage else {}
+    latency = scope_latency(scope, window_start, window_end) if usage else {}
     total_cost = depreciation + energy + opex
     committed = scope.committed_tokens_per_s
     hourly = []
@@ -525,7 +292,7 @@ def period_figures(
     by_workload = (
         {"inference": (allocated / HOUR).quantize(HOURS)}
         if scope.kind == "offering"
-        else _workload_hours(scope, window_start, window_end)
+        else scope_workload_hours(scope, window_start, window_end)
         if buckets
         else {}
     )

@@ -1,4 +1,8 @@
-"""Asset economics: exchange rates, one row per node and month, payback, capacity signals."""
+"""Asset economics: exchange rates, one row per node and month, payback, capacity signals.
+
+The tables were created by billing (migration billing 0005) and keep their names: each model
+names its `db_table`, and its constraint and index names are the ones in the database.
+"""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ class FxRate(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        db_table = "billing_fxrate"
         ordering = ["base_currency", "quote_currency", "-valid_on"]
         constraints = [
             models.UniqueConstraint(
@@ -90,6 +95,7 @@ class AssetMonth(models.Model):
     computed_at = models.DateTimeField()
 
     class Meta:
+        db_table = "billing_assetmonth"
         ordering = ["node_id", "month"]
         constraints = [
             models.UniqueConstraint(fields=["node", "month"], name="asset_month_unique"),
@@ -152,6 +158,7 @@ class AssetPayback(models.Model):
     computed_at = models.DateTimeField()
 
     class Meta:
+        db_table = "billing_assetpayback"
         ordering = ["node_id"]
         indexes = [models.Index(fields=["projected_payback_months"], name="payback_projected_idx")]
         constraints = [
@@ -204,6 +211,7 @@ class CapacitySignal(models.Model):
     computed_at = models.DateTimeField()
 
     class Meta:
+        db_table = "billing_capacitysignal"
         ordering = ["-evaluated_on", "site_id", "gpu_model_id"]
         constraints = [
             models.UniqueConstraint(
@@ -217,7 +225,10 @@ class CapacitySignal(models.Model):
                 condition=Q(window_end__gt=F("window_start")), name="capacity_signal_window"
             ),
         ]
-        indexes = [models.Index(fields=["provider", "evaluated_on"])]
+        # The name Django derived for billing's table when the model lived there.
+        indexes = [
+            models.Index(fields=["provider", "evaluated_on"], name="billing_cap_provide_70d6df_idx")
+        ]
 
     def __str__(self) -> str:
         return f"{self.site} {self.gpu_model} {self.evaluated_on}: {self.level}"
@@ -239,6 +250,7 @@ class EconomicsRun(models.Model):
     )
 
     class Meta:
+        db_table = "billing_economicsrun"
         ordering = ["-started_at"]
 
     def __str__(self) -> str:
@@ -246,9 +258,9 @@ class EconomicsRun(models.Model):
 
 
 class AssetEconomics(Node):
-    """A node seen as a financial asset: the billing admin's fleet and per-asset payback pages.
+    """A node seen as a financial asset: the admin's fleet and per-asset payback pages.
 
-    A proxy, so that the economics pages live in billing (inventory cannot import billing).
+    A proxy, so that the economics pages live in economics (inventory cannot import it).
     """
 
     class Meta:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from billing.models import FxRate
+from economics.models import FxRate
 
 
 @dataclass(frozen=True, slots=True)

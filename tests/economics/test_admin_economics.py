@@ -16,17 +16,18 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from billing.models import AssetMonth, AssetPayback, EconomicsRun, FxRate
-from billing.services.economics import asset_economics_refresh, economics_run
+from economics.models import AssetMonth, AssetPayback, EconomicsRun, FxRate
+from economics.services.assets import asset_economics_refresh
+from economics.services.runs import economics_run
 from inventory.models import Node
 from inventory.services.nodes import node_update
-from tests.billing.economics_factories import at, bill_until, lease_node, offer_on
-from tests.billing.economics_factories import worked_example_node as server
+from tests.economics.factories import at, bill_until, lease_node, offer_on
+from tests.economics.factories import worked_example_node as server
 
 pytestmark = pytest.mark.django_db
 
-FLEET = "/admin/billing/asseteconomics/"
-FX_RATES = "/admin/billing/fxrate/"
+FLEET = "/admin/economics/asseteconomics/"
+FX_RATES = "/admin/economics/fxrate/"
 SVG = "{http://www.w3.org/2000/svg}"
 AFTER_MARCH = at(4, 1, 3)  # the nightly run after three billed months
 
@@ -411,7 +412,7 @@ def test_capacity_signals_list_the_most_severe_pool_first(
 ) -> None:
     economics_run(now=AFTER_MARCH)
 
-    response = operator_client.get("/admin/billing/capacitysignal/")
+    response = operator_client.get("/admin/economics/capacitysignal/")
 
     assert response.status_code == 200
     html = page(response)
@@ -420,7 +421,7 @@ def test_capacity_signals_list_the_most_severe_pool_first(
     assert html.index(f">{busy_site}<") < html.index(f">{idle_site}<")
     assert "By level" in html and "By raised" in html and "By evaluated on" in html
     assert "By site" in html
-    assert operator_client.get("/admin/billing/capacitysignal/add/").status_code == 403
+    assert operator_client.get("/admin/economics/capacitysignal/add/").status_code == 403
 
 
 def test_economics_runs_list_and_show_unattributed_revenue(
@@ -443,8 +444,8 @@ def test_economics_runs_list_and_show_unattributed_revenue(
         unattributed=[line],
     )
 
-    listing = operator_client.get("/admin/billing/economicsrun/")
-    detail = operator_client.get(f"/admin/billing/economicsrun/{run.pk}/change/")
+    listing = operator_client.get("/admin/economics/economicsrun/")
+    detail = operator_client.get(f"/admin/economics/economicsrun/{run.pk}/change/")
 
     assert listing.status_code == 200
     assert EconomicsRun.objects.count() == 2

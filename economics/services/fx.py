@@ -17,8 +17,8 @@ from django.db import IntegrityError, transaction
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from accounts.models import Organization
-from billing.models import FxRate
 from core.errors import Conflict
+from economics.models import FxRate
 from inventory.rules import FieldError, currency_errors, raise_if_any
 from inventory.schemas import parse
 

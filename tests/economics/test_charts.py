@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing.charts import (
+from economics.charts import (
     EMPTY_MESSAGE,
     MARGIN_BOTTOM,
     MARGIN_TOP,

@@ -8,12 +8,16 @@ from typing import Any
 
 import pytest
 
-from billing.models import AssetMonth, AssetPayback, EconomicsRun, FxRate, Invoice
+from billing.models import Invoice
 from billing.services.documents import credit_note_issue
-from billing.services.economics import asset_economics_refresh, economics_run
+from config.celery import app
+from economics.models import AssetMonth, AssetPayback, EconomicsRun, FxRate
+from economics.services.assets import asset_economics_refresh
+from economics.services.runs import economics_run
+from economics.tasks import refresh
 from inventory.models import Node
-from tests.billing.economics_factories import at, bill_until, lease_node, offer_on
-from tests.billing.economics_factories import worked_example_node as server
+from tests.economics.factories import at, bill_until, lease_node, offer_on
+from tests.economics.factories import worked_example_node as server
 from tests.leasing.factories import outage
 
 RATE = Decimal("2.40")
@@ -211,14 +215,18 @@ def test_the_nightly_task_runs_on_a_real_worker_and_is_scheduled(
 ) -> None:
     from django_celery_beat.models import PeriodicTask
 
-    from billing.tasks import refresh_economics
-
     node = server(provider, acquired_on=date(2027, 1, 1))
-    run_id = refresh_economics.delay(as_of=at(3, 1, 2).isoformat()).get(timeout=60)
+    run_id = refresh.delay(as_of=at(3, 1, 2).isoformat()).get(timeout=60)
 
     run = EconomicsRun.objects.get(pk=run_id)
     assert (run.nodes, run.months) == (Node.objects.count(), AssetMonth.objects.count())
     assert AssetMonth.objects.filter(node=node).count() == 3  # January, February, 2 h of March
     assert AssetPayback.objects.get(node=node).months_of_life == 3
-    nightly = PeriodicTask.objects.get(task="billing.refresh_economics")
+    nightly = PeriodicTask.objects.get(task="economics.refresh")
     assert (nightly.crontab.hour, nightly.crontab.minute, nightly.queue) == ("2", "30", "billing")
+
+
+def test_the_nightly_task_goes_to_the_billing_queue_whether_sent_by_object_or_by_name() -> None:
+    """Beat and other processes may send it by name only: the route agrees with the task."""
+    assert (refresh.name, refresh.queue) == ("economics.refresh", "billing")
+    assert app.amqp.router.route({}, "economics.refresh", (), {})["queue"].name == "billing"

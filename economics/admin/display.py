@@ -1,0 +1,166 @@
+"""How the economics admin pages write figures: amounts, percentages, reasons, conversions,
+the rows of an asset's monthly table and its payback summary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from economics.models import AssetEconomics, AssetMonth, AssetPayback
+from economics.payback import TRAILING_MONTHS
+
+NOT_AVAILABLE = "-"
+
+
+def number(value: Decimal | None, places: int = 2) -> str:
+    """1234.5 -> "1,234.50"; None -> "-"."""
+    if value is None:
+        return NOT_AVAILABLE
+    return f"{value:,.{places}f}"
+
+
+def money(value: Decimal | None, currency: str) -> str:
+    """An amount with its currency: "300,000.00 USD"."""
+    if value is None:
+        return NOT_AVAILABLE
+    return f"{number(value)} {currency}"
+
+
+def percent(value: Decimal | None) -> str:
+    """A fraction as a percentage: 0.709677 -> "70.97 %"."""
+    if value is None:
+        return NOT_AVAILABLE
+    return f"{value * 100:,.2f} %"
+
+
+def reason_text(code: str) -> str:
+    """A machine reason as words: "no_allocated_gpu_hours" -> "no allocated gpu hours"."""
+    return code.replace("_", " ") if code else "not computed"
+
+
+def ratio_text(value: Decimal | None, reason: str, show: Callable[[Decimal], str]) -> str:
+    """A computed ratio, or why there is none."""
+    return show(value) if value is not None else f"n/a ({reason_text(reason)})"
+
+
+def payback_of(node: AssetEconomics) -> AssetPayback | None:
+    """The node's payback row, or None before the first run."""
+    try:
+        return node.payback
+    except AssetPayback.DoesNotExist:
+        return None
+
+
+def payback_status(payback: AssetPayback | None) -> str:
+    """Paid back in which month, or the projection, or why there is none."""
+    if payback is None:
+        return "not computed yet"
+    if payback.paid_back_in_month is not None and payback.paid_back_on is not None:
+        return f"paid back in month {payback.paid_back_in_month} ({payback.paid_back_on:%Y-%m})"
+    if payback.projected_payback_months is not None:
+        return f"projected in {payback.projected_payback_months} months"
+    return f"no projection ({reason_text(payback.projection_reason)})"
+
+
+def conversion_text(conversion: dict[str, Any]) -> str:
+    """One FX conversion of a month as a sentence, e.g.
+    "revenue: 10,137.60 USD → 9,123.84 EUR at 0.9 (USD/EUR of 2027-01-01)"."""
+    try:
+        amount, converted = Decimal(conversion["amount"]), Decimal(conversion["converted"])
+        rate = f"{Decimal(conversion['rate']).normalize():f}"
+        source, target = conversion["from"], conversion["to"]
+        pair, how = f"{source}/{target}", f"at {rate}"
+        if conversion.get("inverted"):
+            # The opposite pair was recorded: the amount was divided by it.
+            pair, how = f"{target}/{source}", f"at 1/{rate}"
+        return (
+            f"{conversion.get('what', 'amount')}: {money(amount, source)} → "
+            f"{money(converted, target)} {how} ({pair} of {conversion['rate_valid_on']})"
+        )
+    except (KeyError, TypeError, InvalidOperation):
+        return json.dumps(conversion, sort_keys=True)
+
+
+@dataclass(frozen=True, slots=True)
+class MonthRow:
+    """One asset month as the table on the asset page shows it."""
+
+    month: str
+    month_of_life: int
+    in_service_hours: str
+    available_gpu_hours: str
+    allocated_gpu_hours: str
+    utilization: str
+    revenue: str
+    energy_cost: str
+    opex: str
+    depreciation: str
+    net_cash_flow: str
+    cumulative_net_cash_flow: str
+    book_value: str
+    documents: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    conversions: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, month: AssetMonth) -> MonthRow:
+        """The row of one stored month."""
+        detail = month.revenue_detail if isinstance(month.revenue_detail, dict) else {}
+        return cls(
+            month=f"{month.month:%Y-%m}",
+            month_of_life=month.month_of_life,
+            in_service_hours=number(month.in_service_hours),
+            available_gpu_hours=number(month.available_gpu_hours),
+            allocated_gpu_hours=number(month.allocated_gpu_hours),
+            utilization=percent(month.utilization),
+            revenue=number(month.revenue),
+            energy_cost=number(month.energy_cost),
+            opex=number(month.opex),
+            depreciation=number(month.depreciation),
+            net_cash_flow=number(month.net_cash_flow),
+            cumulative_net_cash_flow=number(month.cumulative_net_cash_flow),
+            book_value=number(month.book_value),
+            documents=[str(number) for number in detail.get("documents", [])],
+            warnings=[str(warning) for warning in month.warnings or []],
+            conversions=[conversion_text(c) for c in detail.get("conversions", [])],
+        )
+
+
+def payback_summary_rows(payback: AssetPayback | None) -> list[tuple[str, str]]:
+    """The payback summary as (label, value) pairs; empty before the first run."""
+    if payback is None:
+        return []
+    currency = payback.currency
+    per_hour = f"{currency} per GPU-hour"
+    return [
+        ("Capex", money(payback.capex, currency)),
+        ("Months of life", str(payback.months_of_life)),
+        ("Cumulative net cash flow", money(payback.cumulative_net_cash_flow, currency)),
+        ("Payback", payback_status(payback)),
+        ("ROI to date", ratio_text(payback.roi_to_date, "no_capex", percent)),
+        (
+            "Revenue per allocated GPU-hour",
+            ratio_text(
+                payback.revenue_per_gpu_hour,
+                payback.revenue_per_gpu_hour_reason,
+                lambda value: f"{number(value, 4)} {per_hour}",
+            ),
+        ),
+        (
+            f"Break-even rate (trailing {TRAILING_MONTHS} months, depreciation included)",
+            ratio_text(
+                payback.break_even_rate_per_gpu_hour,
+                payback.break_even_reason,
+                lambda value: f"{number(value, 4)} {per_hour}",
+            ),
+        ),
+        (
+            f"Utilization (trailing {TRAILING_MONTHS} months)",
+            ratio_text(payback.trailing_utilization, "no_available_gpu_hours", percent),
+        ),
+        ("Book value", money(payback.book_value, currency)),
+        ("Computed at", f"{payback.computed_at:%Y-%m-%d %H:%M} UTC"),
+    ]

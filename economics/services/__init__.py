@@ -1,0 +1,1 @@
+"""Write use cases of economics, one module per area (assets, signals, runs, fx)."""
