@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import BigIntegerField, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
+from django.test import Client
 from django_celery_beat.models import PeriodicTask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -211,6 +212,12 @@ def test_the_reconciliation_command_reports_a_period_whose_invoice_misses_usage(
     run = BillingRun.objects.filter(kind=BillingRunKind.RECONCILIATION).latest("started_at")
     assert run.summary["mismatches"] == 1
     assert [failure["code"] for failure in run.failures] == ["usage_mismatch"]
+    scrape = Client().get("/metrics").content.decode()
+    assert 'cardhour_billing_run_last_failures{kind="reconciliation"} 1.0' in scrape
+    assert (
+        'cardhour_billing_run_failures_total{code="usage_mismatch",kind="reconciliation",'
+        'stage="reconcile"} 1.0'
+    ) in scrape
 
 
 def test_an_unknown_contract_number_is_a_command_error(db):
