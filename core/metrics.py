@@ -67,9 +67,9 @@ def status_gauge(name: str, documentation: str, model: type[Model]) -> Metric:
         str(row["status"]): row["rows"]
         for row in model._default_manager.order_by().values("status").annotate(rows=Count("pk"))
     }
-    field = model._meta.get_field("status")
+    choices = getattr(model._meta.get_field("status"), "choices", None) or []
     family = GaugeMetricFamily(name, documentation, labels=["status"])
-    for status in sorted({*(str(value) for value, _ in field.choices or []), *counts}):
+    for status in sorted({*(str(value) for value, _ in choices), *counts}):
         family.add_metric([status], float(counts.get(status, 0)))
     return family
 
