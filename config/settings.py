@@ -200,6 +200,13 @@ REST_FRAMEWORK = {
         "api_key": env.str("API_KEY_THROTTLE_RATE", default="1200/min"),
         "anon": env.str("ANON_THROTTLE_RATE", default="60/min"),
     },
+    # One JSON parser for every view: a size cap (DATA_UPLOAD_MAX_MEMORY_SIZE) and a nesting
+    # limit (JSON_MAX_DEPTH); forms stay for the browsable API.
+    "DEFAULT_PARSER_CLASSES": [
+        "core.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "core.api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
@@ -289,6 +296,11 @@ ECONOMICS_PLAN_SCALING_UTILIZATION_PCT = env.int(
     "ECONOMICS_PLAN_SCALING_UTILIZATION_PCT", default=70
 )
 ECONOMICS_ACT_NOW_UTILIZATION_PCT = env.int("ECONOMICS_ACT_NOW_UTILIZATION_PCT", default=90)
+
+# --- request bodies: JSON bodies of the API are refused past this size (usage batches and the
+# node import have their own limits) or nested deeper than JSON_MAX_DEPTH arrays/objects ---
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2_621_440)
+JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)
 
 # --- idempotency ---
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)

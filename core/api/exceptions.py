@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -71,6 +72,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             _error_body("invalid_characters", "Text may not contain NUL (U+0000) characters.", {}),
             status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, RequestDataTooBig):
+        # A form body past DATA_UPLOAD_MAX_MEMORY_SIZE; JSON bodies answer alike (core.api.parsers).
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            _error_body(
+                "payload_too_large", f"The body exceeds {limit} bytes.", {"max_bytes": limit}
+            ),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, SuspiciousOperation):
         # Django's request limits (DATA_UPLOAD_MAX_NUMBER_FIELDS and friends), met while DRF

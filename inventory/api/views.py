@@ -14,7 +14,7 @@ from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,6 +25,7 @@ from accounts.models import Organization
 from accounts.permissions import IsProvider, request_caller
 from accounts.selectors import Caller
 from core.api.idempotency import idempotent
+from core.api.parsers import JSONParser
 from core.errors import NotFound, ValidationFailed
 from inventory import selectors, services
 from inventory.api.filters import (
