@@ -301,6 +301,9 @@ ECONOMICS_ACT_NOW_UTILIZATION_PCT = env.int("ECONOMICS_ACT_NOW_UTILIZATION_PCT",
 # node import have their own limits) or nested deeper than JSON_MAX_DEPTH arrays/objects ---
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2_621_440)
 JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)
+# A node import (API body, upload or `manage.py import_nodes`) is refused past this size before
+# it is read; 5,000 rows with eight GPU UUIDs each take about 6 MB.
+NODE_IMPORT_MAX_BYTES = env.int("NODE_IMPORT_MAX_BYTES", default=10 * 1024 * 1024)
 
 # --- idempotency ---
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)

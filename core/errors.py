@@ -63,3 +63,11 @@ class SemanticError(ApplicationError):
     code = "unprocessable"
     status_code = 422
     default_message = "The request breaks a business rule."
+
+
+class PayloadTooLarge(ApplicationError):
+    """The request body (or an imported file) is larger than the endpoint takes (413)."""
+
+    code = "payload_too_large"
+    status_code = 413
+    default_message = "The request body is too large."

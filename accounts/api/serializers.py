@@ -32,7 +32,7 @@ class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
     """An API key without its secret."""
 
     is_active = serializers.BooleanField(read_only=True)
-    created_by_key = serializers.PrimaryKeyRelatedField(
+    created_by_key: serializers.PrimaryKeyRelatedField[ApiKey] = serializers.PrimaryKeyRelatedField(
         read_only=True,
         allow_null=True,
         help_text="Id of the API key that created this one; null when a person did.",

@@ -18,17 +18,9 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils.json import strict_constant
 
-from core.errors import ApplicationError
+from core.errors import PayloadTooLarge
 
 _CONTAINERS = frozenset((dict, list))
-
-
-class PayloadTooLarge(ApplicationError):
-    """The request body is larger than the endpoint takes (413)."""
-
-    code = "payload_too_large"
-    status_code = 413
-    default_message = "The request body is too large."
 
 
 def declared_length(request: Any) -> int:
