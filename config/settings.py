@@ -208,6 +208,8 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "EXCEPTION_HANDLER": "core.api.exceptions.exception_handler",
+    # OPTIONS is a read: a read key gets the metadata, without the writes it may not make.
+    "DEFAULT_METADATA_CLASS": "core.api.metadata.Metadata",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
