@@ -15,7 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.errors import ApplicationError
+from core.errors import ApplicationError, TooManyRequests
 
 # Stable codes for DRF's own exceptions, by class.
 _DRF_CODES: dict[type[exceptions.APIException], tuple[str, str]] = {
@@ -61,7 +61,10 @@ def _is_nul_character_error(exc: DataError) -> bool:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Turn domain and DRF errors into the project's error body; unknown errors stay 500s."""
     if isinstance(exc, ApplicationError):
-        return Response(exc.as_dict(), status=exc.status_code)
+        answer = Response(exc.as_dict(), status=exc.status_code)
+        if isinstance(exc, TooManyRequests):
+            answer["Retry-After"] = str(exc.retry_after_seconds)
+        return answer
     if isinstance(exc, DjangoValidationError):
         errors: Any = exc.message_dict if hasattr(exc, "error_dict") else {"errors": exc.messages}
         return Response(
