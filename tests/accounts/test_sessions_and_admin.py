@@ -7,11 +7,15 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from accounts.choices import Role
 from accounts.models import ApiKey
 from accounts.services import api_key_create, hash_api_key, membership_set
+from contracts.choices import ContractStatus
+from contracts.services import contract_activate
 from tests.billing.invoice_factories import make_issued_invoice
+from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -148,3 +152,56 @@ def test_an_api_key_naming_another_organization_is_refused(client_for, customer,
     assert response.json()["code"] == "organization_mismatch"
     same = client.get("/api/v1/organizations/me/", HTTP_X_ORGANIZATION="acme-ai")
     assert same.status_code == 200 and same.json()["organization"]["slug"] == "acme-ai"
+
+
+# ------------------------------------------------------------------ the admin's own tools
+
+
+def test_admin_access_alone_does_not_record_acceptance_give_notice_or_terminate(
+    client, staff_member, provider, other_customer
+):
+    contract = contract_activate(
+        contract=h200_contract(provider, other_customer, clauses=[ACCEPTANCE_TOKENS]),
+        actor="ops",
+    )
+    _admin_login(client, "staffer")
+    base = f"/admin/contracts/contract/{contract.pk}"
+    run = {"metric": "output_tokens_per_s", "measured_value": "9999", "ran_at": "2026-01-02 10:00"}
+    assert client.post(f"{base}/record-acceptance/", run).status_code == 403
+    notice = {"party": "lessee", "exit_date": "2026-12-15", "confirmed": "True"}
+    assert client.post(f"{base}/give-notice/", notice).status_code == 403
+    assert (
+        client.post(f"{base}/terminate/", {"reason": "x", "confirmed": "True"}).status_code == 403
+    )
+    assert client.get("/admin/leasing/allocation/calendar/").status_code == 403
+    contract.refresh_from_db()
+    assert contract.status == ContractStatus.PENDING_ACCEPTANCE
+    assert not contract.acceptance_runs.exists()
+
+
+def test_viewing_contracts_in_the_admin_does_not_allow_activating_them(
+    client, staff_member, provider, other_customer
+):
+    draft = h200_contract(provider, other_customer)
+    staff_member.user_permissions.add(Permission.objects.get(codename="view_contract"))
+    _admin_login(client, "staffer")
+    listing = client.get("/admin/contracts/contract/")
+    assert listing.status_code == 200 and "activate_contracts" not in listing.content.decode()
+    client.post(
+        "/admin/contracts/contract/",
+        {"action": "activate_contracts", "_selected_action": [draft.pk]},
+    )
+    draft.refresh_from_db()
+    assert draft.status == ContractStatus.DRAFT
+
+
+def test_an_operator_with_the_change_permission_uses_the_tools(client, provider, other_customer):
+    contract = contract_activate(
+        contract=h200_contract(provider, other_customer, clauses=[ACCEPTANCE_TOKENS]),
+        actor="ops",
+    )
+    user = UserFactory(username="ops-staff", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="change_contract"))
+    _admin_login(client, "ops-staff")
+    page = client.get(f"/admin/contracts/contract/{contract.pk}/record-acceptance/")
+    assert page.status_code == 200
