@@ -41,10 +41,12 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
         "organization",
         "prefix",
         "scope",
+        "created_by_key",
         "expires_at",
         "revoked_at",
         "last_used_at",
     ]
+    list_select_related = ["organization", "created_by_key"]
     list_filter = ["scope", "organization"]
     search_fields = ["name", "prefix", "organization__name"]
     fields = ["organization", "name", "scope", "expires_at"]
@@ -58,6 +60,8 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
             "name",
             "prefix",
             "scope",
+            "created_by",
+            "created_by_key",
             "created_at",
             "expires_at",
             "revoked_at",
@@ -67,7 +71,16 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         if obj is None:
             return []
-        return ["organization", "prefix", "scope", "created_at", "revoked_at", "last_used_at"]
+        return [
+            "organization",
+            "prefix",
+            "scope",
+            "created_by",
+            "created_by_key",
+            "created_at",
+            "revoked_at",
+            "last_used_at",
+        ]
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
@@ -88,7 +101,7 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
             level=messages.WARNING,
         )
 
-    @admin.action(description="Revoke the selected keys")
+    @admin.action(description="Revoke the selected keys (and the keys they created)")
     def revoke_keys(self, request: HttpRequest, queryset: Any) -> None:
         for api_key in queryset:
             api_key_revoke(api_key=api_key)

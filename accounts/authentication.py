@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from accounts.errors import InvalidApiKey
 from accounts.models import ApiKey, Organization
 from accounts.services import api_key_authenticate
+from accounts.throttling import FailedAuthThrottle
 
 KEYWORD = "Api-Key"
 
@@ -40,27 +41,45 @@ class ApiKeyPrincipal:
 
 
 class ApiKeyAuthentication(BaseAuthentication):
-    """Authenticate with an organization's API key; a bad key is a 401 with a code."""
+    """Authenticate with an organization's API key; a bad key is a 401 with a code.
+
+    Every failure (unknown, malformed, expired or revoked key) counts against the client's
+    address; past FAILED_AUTH_THROTTLE_RATE the address gets 429 too_many_auth_failures.
+    """
 
     def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
         header = get_authorization_header(request).split()
         if not header or header[0].decode(errors="replace").lower() != KEYWORD.lower():
             return None
-        if len(header) != 2:
-            raise InvalidApiKey(
-                "Send exactly one key: `Authorization: Api-Key <key>`.",
-                code="malformed_api_key",
-            )
+        # DRF authenticates again if request.user is read after a failure: answer alike, once.
+        failed = getattr(request._request, "_cardhour_auth_failure", None)
+        if failed is not None:
+            raise failed
+        throttle = FailedAuthThrottle()
+        throttle.check(request)
         try:
-            raw_key = header[1].decode()
-        except UnicodeDecodeError as exc:
-            raise InvalidApiKey(code="malformed_api_key") from exc
-        api_key = api_key_authenticate(raw_key=raw_key)
+            api_key = api_key_authenticate(raw_key=_raw_key(header))
+        except InvalidApiKey as exc:
+            throttle.record(request)
+            request._request._cardhour_auth_failure = exc  # type: ignore[attr-defined]
+            raise
         return ApiKeyPrincipal(api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:
         """Makes DRF answer 401 (not 403) when credentials are missing."""
         return KEYWORD
+
+
+def _raw_key(header: list[bytes]) -> str:
+    """The key of `Authorization: Api-Key <key>`, or InvalidApiKey."""
+    if len(header) != 2:
+        raise InvalidApiKey(
+            "Send exactly one key: `Authorization: Api-Key <key>`.", code="malformed_api_key"
+        )
+    try:
+        return header[1].decode()
+    except UnicodeDecodeError as exc:
+        raise InvalidApiKey(code="malformed_api_key") from exc
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):

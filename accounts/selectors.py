@@ -41,33 +41,57 @@ class Caller:
 
 
 def caller_resolve(*, user: Any, auth: Any, requested_slug: str | None = None) -> Caller:
-    """Resolve the acting organization from an API key or a session user's membership."""
+    """Resolve the acting organization from an API key or a session user's membership.
+
+    Operator rights come only from acting for the operator organization, or from being a
+    superuser; Django's `is_staff` (admin access) grants nothing here. An X-Organization header
+    naming an organization the caller is not a member of, or one that does not exist, is refused
+    with the same answer, so the header can neither widen access nor probe for slugs.
+    """
     if isinstance(auth, ApiKey):
         organization = auth.organization
+        if requested_slug and requested_slug != organization.slug:
+            raise Forbidden(
+                f"This API key acts for {organization.slug!r} only; drop the "
+                f"{ORGANIZATION_HEADER} header or send that slug.",
+                code="organization_mismatch",
+            )
         return Caller(
             organization=organization,
             is_operator=organization.is_operator,
             can_write=auth.can_write,
             api_key=auth,
         )
+    is_superuser = bool(getattr(user, "is_superuser", False))
     memberships = Membership.objects.select_related("organization").filter(user=user)
     if requested_slug:
-        memberships = memberships.filter(organization__slug=requested_slug)
+        membership = memberships.filter(organization__slug=requested_slug).first()
+        if membership is None:
+            raise Forbidden(
+                f"You are not a member of an organization {requested_slug!r}.",
+                code="not_a_member",
+                detail={"organization": requested_slug},
+            )
+        return _member_caller(membership, is_superuser=is_superuser)
     chosen = list(memberships[:2])
     if len(chosen) == 1:
-        membership = chosen[0]
-        return Caller(
-            organization=membership.organization,
-            is_operator=membership.organization.is_operator or bool(user.is_superuser),
-            can_write=membership.role != Role.VIEWER,
-        )
-    if user.is_superuser or user.is_staff:
-        return Caller(organization=None, is_operator=True, can_write=bool(user.is_superuser))
+        return _member_caller(chosen[0], is_superuser=is_superuser)
+    if is_superuser:
+        return Caller(organization=None, is_operator=True, can_write=True)
     if not chosen:
         raise Forbidden("You are not a member of any organization.", code="no_organization")
     raise Forbidden(
         f"You belong to several organizations; name one in the {ORGANIZATION_HEADER} header.",
         code="organization_ambiguous",
+    )
+
+
+def _member_caller(membership: Membership, *, is_superuser: bool) -> Caller:
+    """A session user acting for one of their organizations, with their role there."""
+    return Caller(
+        organization=membership.organization,
+        is_operator=membership.organization.is_operator or is_superuser,
+        can_write=membership.role != Role.VIEWER,
     )
 
 

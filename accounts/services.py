@@ -14,11 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.choices import KeyScope, Role
-from accounts.errors import InvalidApiKey
+from accounts.errors import Forbidden, InvalidApiKey
 from accounts.models import ApiKey, Membership, Organization
 from core.errors import Conflict, ValidationFailed
 
 KEY_PREFIX = "ch"
+# A key may create keys of its own scope or a narrower one, never a wider one.
+_SCOPE_BREADTH = {KeyScope.READ: 0, KeyScope.WRITE: 1}
 # last_used_at is a hint, not an audit trail: refresh it at most once a minute per key.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
@@ -89,11 +91,14 @@ def api_key_create(
     scope: str = KeyScope.READ,
     expires_at: datetime | None = None,
     created_by: AbstractBaseUser | AnonymousUser | None = None,
+    created_by_key: ApiKey | None = None,
     raw_key: str | None = None,
 ) -> IssuedApiKey:
     """Create an API key; the raw key is returned here and never again.
 
-    `raw_key` lets the development demo data use well-known keys; real keys are random.
+    A key created by another key (`created_by_key`) is bounded by it: no wider scope, and no
+    later expiry (an expiring key cannot create a key that never expires). `raw_key` lets the
+    development demo data use well-known keys; real keys are random.
     """
     if scope not in KeyScope.values:
         raise ValidationFailed(
@@ -103,6 +108,8 @@ def api_key_create(
         )
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationFailed("expires_at must be in the future.", code="expiry_in_past")
+    if created_by_key is not None:
+        _check_within_parent(parent=created_by_key, scope=scope, expires_at=expires_at)
     if raw_key is None:
         raw_key = f"{KEY_PREFIX}_{secrets.token_hex(4)}_{secrets.token_urlsafe(32)}"
     prefix = _split_raw_key(raw_key)
@@ -114,15 +121,49 @@ def api_key_create(
         scope=scope,
         expires_at=expires_at,
         created_by=created_by if created_by is not None and created_by.pk else None,  # type: ignore[misc]
+        created_by_key=created_by_key,
     )
     return IssuedApiKey(api_key=api_key, raw_key=raw_key)
 
 
+def _check_within_parent(*, parent: ApiKey, scope: str, expires_at: datetime | None) -> None:
+    """A key's child may not do more than the key, nor for longer."""
+    if _SCOPE_BREADTH[KeyScope(scope)] > _SCOPE_BREADTH[KeyScope(parent.scope)]:
+        raise Forbidden(
+            f"A {parent.scope} key cannot create a {scope} key.",
+            code="scope_wider_than_parent",
+            detail={"scope": scope, "parent_scope": parent.scope},
+        )
+    if parent.expires_at is not None and (expires_at is None or expires_at > parent.expires_at):
+        raise Forbidden(
+            "A key cannot create a key that outlives it; set expires_at no later than "
+            f"{parent.expires_at.isoformat()}.",
+            code="key_outlives_parent",
+            detail={
+                "expires_at": expires_at.isoformat() if expires_at else None,
+                "parent_expires_at": parent.expires_at.isoformat(),
+            },
+        )
+
+
+@transaction.atomic
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
-    """Revoke a key; a revoked key never authenticates again. Revoking twice is a no-op."""
+    """Revoke a key and every key created from it (their lifetime is bounded by its own).
+
+    A revoked key never authenticates again. Revoking twice is a no-op.
+    """
+    now = timezone.now()
     if api_key.revoked_at is None:
-        api_key.revoked_at = timezone.now()
+        api_key.revoked_at = now
         api_key.save(update_fields=["revoked_at"])
+    # Keys a stolen key minted before it was revoked must not outlive it either.
+    parents = [api_key.pk]
+    while parents:
+        children = list(
+            ApiKey.objects.filter(created_by_key__in=parents).values_list("pk", flat=True)
+        )
+        ApiKey.objects.filter(pk__in=children, revoked_at__isnull=True).update(revoked_at=now)
+        parents = children
     return api_key
 
 

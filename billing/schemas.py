@@ -6,9 +6,18 @@ plain dicts is more than twice as fast, and the ingest path only reads the value
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import AwareDatetime, Field, StrictInt, StringConstraints, TypeAdapter
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    TypeAdapter,
+)
 from typing_extensions import TypedDict
 
 MAX_BIGINT = 2**63 - 1
@@ -45,3 +54,55 @@ class UsageEventIn(TypedDict):
 
 # One adapter over the whole list: a single call into pydantic-core per batch.
 USAGE_EVENTS: TypeAdapter[list[UsageEventIn]] = TypeAdapter(list[UsageEventIn])
+
+
+# ---------------------------------------------------------------- Stripe webhook events
+
+# The last second of the year 9999: any later "Unix time" cannot be a datetime.
+MAX_UNIX_TIME = 253_402_300_799
+UnixTime = Annotated[StrictInt, Field(ge=0, le=MAX_UNIX_TIME)]
+_PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+
+
+class _StripeShape(BaseModel):
+    """Stripe sends many more fields than these; only those the webhook reads are checked."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class StripeEventData(_StripeShape):
+    """The event's `data`: the object it is about."""
+
+    object: dict[str, Any]
+
+
+class StripeEventIn(_StripeShape):
+    """A Stripe event as the webhook reads it: id and type are stored, created dates things."""
+
+    id: Annotated[StrictStr, StringConstraints(max_length=128, pattern=_PRINTABLE)]
+    type: Annotated[StrictStr, StringConstraints(max_length=64, pattern=_PRINTABLE)]
+    created: UnixTime | None = None
+    data: StripeEventData | None = None
+
+
+class StripeInvoiceMetadata(_StripeShape):
+    """Our invoice's id, put there by the push (digits that fit a bigint, or empty)."""
+
+    cardhour_invoice_id: Annotated[StrictStr, StringConstraints(pattern=r"^\d{0,18}$")] | None = (
+        None
+    )
+
+
+class StripeInvoiceTransitions(_StripeShape):
+    """When Stripe says the invoice was paid."""
+
+    paid_at: UnixTime | None = None
+
+
+class StripeInvoiceIn(_StripeShape):
+    """The invoice object of an invoice event, as far as the webhook reads it."""
+
+    object: StrictStr | None = None
+    id: Annotated[StrictStr, StringConstraints(max_length=255)] | None = None
+    metadata: StripeInvoiceMetadata | None = None
+    status_transitions: StripeInvoiceTransitions | None = None

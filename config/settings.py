@@ -1,11 +1,12 @@
 """The one settings module; every value comes from an environment variable with a safe dev default.
 
-DJANGO_ENV=production refuses to start without SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL and
-METRICS_TOKEN.
+DJANGO_ENV=production refuses to start without SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL,
+METRICS_TOKEN and a shared CACHE_URL.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -62,6 +63,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "simple_history",
+    "axes",
     "core",
     "accounts",
     "inventory",
@@ -83,6 +85,14 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its lockout page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes first: it refuses a locked-out login before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -120,7 +130,21 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Throttles and the admin lockout count in this cache, so production needs one that every web
+# process shares (compose: its Redis); process memory would give each worker its own limit.
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://cardhour")}
+_UNSHARED_CACHES = {
+    "django.core.cache.backends.locmem.LocMemCache": "process memory",
+    "django.core.cache.backends.dummy.DummyCache": "no cache at all",
+    "django.core.cache.backends.filebased.FileBasedCache": "one machine's files",
+    "django.core.cache.backends.db.DatabaseCache": "a table without atomic increments",
+}
+if PRODUCTION and CACHES["default"]["BACKEND"] in _UNSHARED_CACHES:
+    raise ImproperlyConfigured(
+        "CACHE_URL must name a cache every web process shares (redis://host:6379/1) when "
+        f"DJANGO_ENV=production; {_UNSHARED_CACHES[CACHES['default']['BACKEND']]} would give "
+        "each process its own rate limits. Refusing to start."
+    )
 
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -183,6 +207,25 @@ EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
 vars().update(EMAIL_CONFIG)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="billing@cardhour.localhost")
 
+# --- throttling and lockouts: counted in the shared cache (one limit for every process) ---
+# How many proxies of ours stand in front of the web processes and append the client's address
+# to X-Forwarded-For (compose: 1, the TLS proxy). 0 ignores the header, which anyone can send.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# Failed API-key authentications (unknown, malformed, expired, revoked) per client address.
+FAILED_AUTH_THROTTLE_RATE = env.str("FAILED_AUTH_THROTTLE_RATE", default="30/min")
+
+# The admin login (django-axes): after ADMIN_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair is locked out for ADMIN_LOGIN_COOLOFF_MINUTES (429 and a
+# page saying so). Attempts are rows in the database, so every process sees them; operators
+# can lift a lockout in the admin (Axes > Access attempts) or with `manage.py axes_reset`.
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("ADMIN_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "core.api.throttling.client_address"
+AXES_LOCKOUT_TEMPLATE = "admin/login_locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+
 # --- Django REST framework ---
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -201,7 +244,18 @@ REST_FRAMEWORK = {
         "api_key": env.str("API_KEY_THROTTLE_RATE", default="1200/min"),
         "anon": env.str("ANON_THROTTLE_RATE", default="60/min"),
     },
+    # Addresses come from REMOTE_ADDR; X-Forwarded-For only as far as our own proxies set it.
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
+    # One JSON parser for every view: a size cap (DATA_UPLOAD_MAX_MEMORY_SIZE) and a nesting
+    # limit (JSON_MAX_DEPTH); forms stay for the browsable API.
+    "DEFAULT_PARSER_CLASSES": [
+        "core.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "EXCEPTION_HANDLER": "core.api.exceptions.exception_handler",
+    # OPTIONS is a read: a read key gets the metadata, without the writes it may not make.
+    "DEFAULT_METADATA_CLASS": "core.api.metadata.Metadata",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -292,6 +346,14 @@ ECONOMICS_PLAN_SCALING_UTILIZATION_PCT = env.int(
     "ECONOMICS_PLAN_SCALING_UTILIZATION_PCT", default=70
 )
 ECONOMICS_ACT_NOW_UTILIZATION_PCT = env.int("ECONOMICS_ACT_NOW_UTILIZATION_PCT", default=90)
+
+# --- request bodies: JSON bodies of the API are refused past this size (usage batches and the
+# node import have their own limits) or nested deeper than JSON_MAX_DEPTH arrays/objects ---
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2_621_440)
+JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)
+# A node import (API body, upload or `manage.py import_nodes`) is refused past this size before
+# it is read; 5,000 rows with eight GPU UUIDs each take about 6 MB.
+NODE_IMPORT_MAX_BYTES = env.int("NODE_IMPORT_MAX_BYTES", default=10 * 1024 * 1024)
 
 # --- idempotency ---
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)

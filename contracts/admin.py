@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
@@ -260,7 +260,8 @@ class ContractAdmin(SimpleHistoryAdmin):
             self.message_user(request, f"{error.code}: {error.message}", level=messages.ERROR)
             return None
 
-    @admin.action(description="Activate the selected draft contracts")
+    # Admin actions without `permissions` are offered to anyone who may merely view the list.
+    @admin.action(description="Activate the selected draft contracts", permissions=["change"])
     def activate_contracts(self, request: HttpRequest, queryset: QuerySet[Contract]) -> None:
         for contract in queryset.order_by("pk"):
             done = self._service_call(
@@ -270,7 +271,10 @@ class ContractAdmin(SimpleHistoryAdmin):
             if done is not None:
                 self.message_user(request, f"{done.number} is now {done.status}.")
 
-    @admin.action(description="Flag the provider as insolvent (lessee may exit without fee)")
+    @admin.action(
+        description="Flag the provider as insolvent (lessee may exit without fee)",
+        permissions=["change"],
+    )
     def flag_insolvency(self, request: HttpRequest, queryset: QuerySet[Contract]) -> None:
         for contract in queryset.order_by("pk"):
             contract_flag_insolvency(contract=contract, actor=f"admin:{request.user}")
@@ -314,8 +318,15 @@ class ContractAdmin(SimpleHistoryAdmin):
         }
         return TemplateResponse(request, "admin/contracts/contract/action_form.html", context)
 
-    def record_acceptance_view(self, request: HttpRequest, contract_id: int) -> HttpResponse:
+    def _changeable(self, request: HttpRequest, contract_id: int) -> Contract:
+        """The contract, if this admin user may change contracts (admin access alone is not)."""
         contract = get_object_or_404(Contract, pk=contract_id)
+        if not self.has_change_permission(request, contract):
+            raise PermissionDenied
+        return contract
+
+    def record_acceptance_view(self, request: HttpRequest, contract_id: int) -> HttpResponse:
+        contract = self._changeable(request, contract_id)
         form = AcceptanceForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             result = self._service_call(
@@ -333,7 +344,7 @@ class ContractAdmin(SimpleHistoryAdmin):
         return self._render(request, contract, "Record acceptance run", form)
 
     def give_notice_view(self, request: HttpRequest, contract_id: int) -> HttpResponse:
-        contract = get_object_or_404(Contract, pk=contract_id)
+        contract = self._changeable(request, contract_id)
         form = NoticeForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             party, exit_date = form.cleaned_data["party"], form.cleaned_data["exit_date"]
@@ -365,7 +376,7 @@ class ContractAdmin(SimpleHistoryAdmin):
         return self._render(request, contract, "Give notice", form)
 
     def terminate_view(self, request: HttpRequest, contract_id: int) -> HttpResponse:
-        contract = get_object_or_404(Contract, pk=contract_id)
+        contract = self._changeable(request, contract_id)
         form = TerminateForm(request.POST or None)
         quote = None
         if contract.status != ContractStatus.ENDED and contract.term_end > timezone.now():

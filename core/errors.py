@@ -63,3 +63,26 @@ class SemanticError(ApplicationError):
     code = "unprocessable"
     status_code = 422
     default_message = "The request breaks a business rule."
+
+
+class PayloadTooLarge(ApplicationError):
+    """The request body (or an imported file) is larger than the endpoint takes (413)."""
+
+    code = "payload_too_large"
+    status_code = 413
+    default_message = "The request body is too large."
+
+
+class TooManyRequests(ApplicationError):
+    """Throttled: the answer carries Retry-After (429)."""
+
+    code = "throttled"
+    status_code = 429
+    default_message = "Too many requests; slow down."
+
+    def __init__(
+        self, message: str | None = None, *, retry_after_seconds: int, **kwargs: Any
+    ) -> None:
+        detail = {"retry_after_seconds": retry_after_seconds, **(kwargs.pop("detail", None) or {})}
+        super().__init__(message, detail=detail, **kwargs)
+        self.retry_after_seconds = retry_after_seconds

@@ -123,11 +123,14 @@ class OfferAdmin(SimpleHistoryAdmin):
             offer_update(offer=offer, changes={"status": status})
         self.message_user(request, f"{queryset.count()} offer(s) {status}.", messages.SUCCESS)
 
-    @admin.action(description="Publish the selected offers")
+    @admin.action(description="Publish the selected offers", permissions=["change"])
     def publish(self, request: HttpRequest, queryset: QuerySet[Offer]) -> None:
         self._set_status(request, queryset, OfferStatus.PUBLISHED)
 
-    @admin.action(description="Pause the selected offers (existing leases keep their terms)")
+    @admin.action(
+        description="Pause the selected offers (existing leases keep their terms)",
+        permissions=["change"],
+    )
     def pause(self, request: HttpRequest, queryset: QuerySet[Offer]) -> None:
         self._set_status(request, queryset, OfferStatus.PAUSED)
 
@@ -210,12 +213,12 @@ class SlaOfferingAdmin(SimpleHistoryAdmin):
     inlines = [SlaSubscriptionInline]
     actions = ["publish", "pause"]
 
-    @admin.action(description="Publish the selected SLA offerings")
+    @admin.action(description="Publish the selected SLA offerings", permissions=["change"])
     def publish(self, request: HttpRequest, queryset: QuerySet[SlaOffering]) -> None:
         for offering in queryset:
             sla_offering_update(offering=offering, changes={"status": OfferStatus.PUBLISHED})
 
-    @admin.action(description="Pause the selected SLA offerings")
+    @admin.action(description="Pause the selected SLA offerings", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[SlaOffering]) -> None:
         for offering in queryset:
             sla_offering_update(offering=offering, changes={"status": OfferStatus.PAUSED})

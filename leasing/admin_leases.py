@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -151,6 +152,8 @@ class AllocationAdmin(admin.ModelAdmin[Allocation]):
 
     def calendar_view(self, request: HttpRequest) -> HttpResponse:
         """A node's GPUs by day: which lease or hold has each GPU, day by day."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied  # it names customers; admin access alone does not show it
         days = min(max(int(request.GET.get("days", 14) or 14), 1), 62)
         start_param = request.GET.get("start")
         first = (

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 from rest_framework.test import APIClient
 
 from accounts.choices import KeyScope
@@ -22,6 +24,15 @@ from tests.factories import OperatorFactory, OrganizationFactory, ProviderFactor
 REPO = Path(__file__).resolve().parent.parent
 
 ClientFor = Callable[..., APIClient]
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits() -> None:
+    """Each test starts with no throttle counts: they live in the cache, and every test client
+    calls from 127.0.0.1, so one test's failed keys would throttle the next. Only the
+    process-local default cache is cleared, never a shared one named by CACHE_URL."""
+    if isinstance(caches["default"], LocMemCache):
+        caches["default"].clear()
 
 
 @pytest.fixture

@@ -32,6 +32,11 @@ class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
     """An API key without its secret."""
 
     is_active = serializers.BooleanField(read_only=True)
+    created_by_key: serializers.PrimaryKeyRelatedField[ApiKey] = serializers.PrimaryKeyRelatedField(
+        read_only=True,
+        allow_null=True,
+        help_text="Id of the API key that created this one; null when a person did.",
+    )
 
     class Meta:
         model = ApiKey
@@ -41,6 +46,7 @@ class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
             "prefix",
             "scope",
             "is_active",
+            "created_by_key",
             "created_at",
             "expires_at",
             "revoked_at",

@@ -58,9 +58,11 @@ class ApiKeyViewSet(
             raise Forbidden("Act for an organization to create its keys.", code="no_organization")
         serializer = ApiKeyCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        # A key creating a key bounds it (scope, expiry); a session user follows their role.
         issued = api_key_create(
             organization=caller.organization,
             created_by=request.user,
+            created_by_key=caller.api_key,
             **serializer.validated_data,
         )
         body = ApiKeyCreatedSerializer(issued.api_key).data
@@ -70,6 +72,6 @@ class ApiKeyViewSet(
     @extend_schema(request=None, responses=ApiKeySerializer)
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
-        """Revoke a key now; it never authenticates again."""
+        """Revoke a key now, and the keys it created; they never authenticate again."""
         api_key = api_key_revoke(api_key=self.get_object())
         return Response(ApiKeySerializer(api_key).data)

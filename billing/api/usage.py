@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import django_filters
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -18,36 +15,22 @@ from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
 from accounts.permissions import IsProvider
 from billing.models import UsageRollup, UsageStatus
-from billing.services.ingest import MAX_EVENTS_PER_BATCH, BatchTooLarge, usage_batch_ingest
+from billing.services.ingest import MAX_EVENTS_PER_BATCH, usage_batch_ingest
 from core.api.filters import IsoDateTimeFilter
 from core.api.idempotency import idempotent
+from core.api.parsers import JSONParser
 from core.errors import ValidationFailed
 
 # 10,000 events of a few hundred bytes each, with room for long ids and whitespace.
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ParseError(f"{name} is not valid JSON.")
-
-
-class BatchJSONParser(BaseParser):
-    """Parses every body as JSON, whatever its content type: anything else is a 400, not a 415."""
+class BatchJSONParser(JSONParser):
+    """The API's JSON parser for every content type (anything else is a 400, not a 415), with
+    room for a full batch."""
 
     media_type = "*/*"
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        raw = stream.read(MAX_BODY_BYTES + 1) if stream is not None else b""
-        if len(raw) > MAX_BODY_BYTES:
-            raise BatchTooLarge(
-                f"The body exceeds {MAX_BODY_BYTES} bytes.",
-                code="payload_too_large",
-                detail={"max_bytes": MAX_BODY_BYTES},
-            )
-        try:
-            return json.loads(raw, parse_constant=_refuse_constant)
-        except (ValueError, RecursionError) as exc:
-            raise ParseError(f"The body is not valid JSON: {exc}") from exc
+    max_body_bytes = MAX_BODY_BYTES
 
 
 # ---------------------------------------------------------------- ingest

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -22,6 +23,7 @@ import stripe
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from pydantic import ValidationError as PydanticValidationError
 
 from accounts.models import Organization
 from billing.models import (
@@ -31,6 +33,7 @@ from billing.models import (
     StripeCustomer,
     StripeEvent,
 )
+from billing.schemas import StripeEventIn, StripeInvoiceIn
 from billing.services.documents import invoice_lock, invoice_transition
 from core.errors import ApplicationError, Conflict, ValidationFailed
 from core.money import minor_unit, round_money
@@ -292,23 +295,63 @@ HANDLED_TYPES = frozenset(
 )
 
 
-def stripe_webhook_handle(*, payload: bytes, signature: str) -> WebhookReceipt:
-    """Verify a Stripe webhook and apply it exactly once per event id.
+def _webhook_verify(*, payload: bytes, signature: str) -> None:
+    """Check the Stripe-Signature header: our secret, and signed within the tolerance.
 
-    A bad or missing signature is a 400 (invalid_signature) and nothing is recorded; a replay
-    returns the stored event and changes nothing; unknown types and invoices are recorded.
+    The SDK refuses a timestamp older than its tolerance but accepts any in the future, so a
+    body signed with a clock far ahead (or a leaked secret) would stay valid indefinitely; we
+    refuse both directions.
     """
+    tolerance = stripe.Webhook.DEFAULT_TOLERANCE
     try:
-        stripe.Webhook.construct_event(payload, signature, settings.STRIPE_WEBHOOK_SECRET)
+        stripe.WebhookSignature.verify_header(
+            payload, signature, settings.STRIPE_WEBHOOK_SECRET, tolerance
+        )
     except stripe.SignatureVerificationError as exc:
         raise ValidationFailed(
             "The Stripe-Signature header does not verify.", code="invalid_signature"
         ) from exc
-    except ValueError as exc:  # signed, but not JSON
+    except ValueError as exc:  # signed, but not UTF-8 text
         raise ValidationFailed("The body is not a Stripe event.", code="invalid_payload") from exc
-    event = json.loads(payload)
-    if not isinstance(event, dict) or not event.get("id") or not event.get("type"):
-        raise ValidationFailed("The body is not a Stripe event.", code="invalid_payload")
+    # verify_header succeeded, so the header has a numeric `t` (the first one is the signed one).
+    signed_at = next(
+        int(value)
+        for key, _, value in (part.partition("=") for part in signature.split(","))
+        if key == "t"
+    )
+    if signed_at > time.time() + tolerance:
+        raise ValidationFailed(
+            "The Stripe-Signature header is dated in the future.", code="invalid_signature"
+        )
+
+
+def _webhook_event(payload: bytes) -> dict[str, Any]:
+    """The event, once the fields the webhook reads have the shapes it expects; else a 400."""
+    try:
+        envelope = StripeEventIn.model_validate_json(payload)
+        if envelope.type in HANDLED_TYPES and envelope.data is not None:
+            StripeInvoiceIn.model_validate(envelope.data.object)
+    except PydanticValidationError as exc:
+        errors = [
+            {"field": ".".join(str(part) for part in item["loc"]), "message": item["msg"]}
+            for item in exc.errors(include_url=False, include_input=False)[:20]
+        ]
+        raise ValidationFailed(
+            "The body is not a Stripe event.", code="invalid_payload", detail={"errors": errors}
+        ) from exc
+    event: dict[str, Any] = json.loads(payload)
+    return event
+
+
+def stripe_webhook_handle(*, payload: bytes, signature: str) -> WebhookReceipt:
+    """Verify a Stripe webhook and apply it exactly once per event id.
+
+    A bad, missing or out-of-tolerance signature is a 400 (invalid_signature), a signed body
+    that is not a well-formed event a 400 (invalid_payload); neither records anything. A replay
+    returns the stored event and changes nothing; unknown types and invoices are recorded.
+    """
+    _webhook_verify(payload=payload, signature=signature)
+    event = _webhook_event(payload)
     with transaction.atomic():
         # The unique event id makes a concurrent duplicate wait here, then find this row.
         record, created = StripeEvent.objects.get_or_create(

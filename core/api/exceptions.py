@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -14,7 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.errors import ApplicationError
+from core.errors import ApplicationError, TooManyRequests
 
 # Stable codes for DRF's own exceptions, by class.
 _DRF_CODES: dict[type[exceptions.APIException], tuple[str, str]] = {
@@ -60,7 +61,10 @@ def _is_nul_character_error(exc: DataError) -> bool:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Turn domain and DRF errors into the project's error body; unknown errors stay 500s."""
     if isinstance(exc, ApplicationError):
-        return Response(exc.as_dict(), status=exc.status_code)
+        answer = Response(exc.as_dict(), status=exc.status_code)
+        if isinstance(exc, TooManyRequests):
+            answer["Retry-After"] = str(exc.retry_after_seconds)
+        return answer
     if isinstance(exc, DjangoValidationError):
         errors: Any = exc.message_dict if hasattr(exc, "error_dict") else {"errors": exc.messages}
         return Response(
@@ -71,6 +75,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             _error_body("invalid_characters", "Text may not contain NUL (U+0000) characters.", {}),
             status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, RequestDataTooBig):
+        # A form body past DATA_UPLOAD_MAX_MEMORY_SIZE; JSON bodies answer alike (core.api.parsers).
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            _error_body(
+                "payload_too_large", f"The body exceeds {limit} bytes.", {"max_bytes": limit}
+            ),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, SuspiciousOperation):
         # Django's request limits (DATA_UPLOAD_MAX_NUMBER_FIELDS and friends), met while DRF

@@ -10,12 +10,14 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import BaseParser, JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.permissions import SAFE_METHODS
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,6 +27,7 @@ from accounts.models import Organization
 from accounts.permissions import IsProvider, request_caller
 from accounts.selectors import Caller
 from core.api.idempotency import idempotent
+from core.api.parsers import body_size_check
 from core.errors import NotFound, ValidationFailed
 from inventory import selectors, services
 from inventory.api.filters import (
@@ -60,7 +63,7 @@ from inventory.schemas import (
     SiteInput,
     parse,
 )
-from inventory.services.imports import rows_from_bytes, rows_from_csv, rows_from_json
+from inventory.services.import_files import FileFormat, ImportRows, rows_from_stream
 
 
 def _body(request: Request) -> dict[str, Any]:
@@ -411,47 +414,73 @@ class OutageViewSet(
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class CsvText(str):
-    """The body of a text/csv request."""
+class _ImportParser(BaseParser):
+    """Streams an import body into rows, stopping at NODE_IMPORT_MAX_BYTES or MAX_ROWS."""
 
-
-class CsvParser(BaseParser):
-    """Accepts a CSV file sent as the raw body with Content-Type: text/csv."""
-
-    media_type = "text/csv"
+    file_format: FileFormat = "json"
 
     def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        try:
-            return CsvText(stream.read().decode("utf-8-sig"))
-        except UnicodeDecodeError as error:
-            raise ValidationFailed("The CSV is not UTF-8 text.", code="malformed_import") from error
+        request = (parser_context or {}).get("request")
+        body_size_check(request=request, max_bytes=settings.NODE_IMPORT_MAX_BYTES)
+        # The body's own syntax errors answer like every endpoint's; a file's are its own.
+        return rows_from_stream(
+            stream, file_format=self.file_format, syntax_error_code="malformed_request"
+        )
+
+
+class ImportJsonParser(_ImportParser):
+    """A JSON body: a list of rows, or {"rows": [...]}."""
+
+    media_type = "application/json"
+    renderer_class = JSONRenderer
+
+
+class CsvParser(_ImportParser):
+    """A CSV file sent as the raw body with Content-Type: text/csv."""
+
+    media_type = "text/csv"
+    file_format = "csv"
+
+
+class ImportMultiPartParser(MultiPartParser):
+    """A form with a `file`, refused by its declared size before Django spools it."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        request = (parser_context or {}).get("request")
+        body_size_check(request=request, max_bytes=settings.NODE_IMPORT_MAX_BYTES)
+        return super().parse(stream, media_type, parser_context)
 
 
 class NodeImportView(OrganizationScopedMixin, APIView):
     """POST /api/v1/nodes/import — create or update many nodes at once, all or nothing.
 
     Send JSON (a list of rows, or {"rows": [...]}), a CSV body (Content-Type: text/csv), or a
-    multipart form with a `file` (.csv or .json). Operators add ?organization=<slug>.
+    multipart form with a `file` (.csv or .json). Operators add ?organization=<slug>. Bodies
+    past NODE_IMPORT_MAX_BYTES answer 413; reading stops at the first row past the cap.
     """
 
     permission_classes = [IsProvider]
-    parser_classes = [JSONParser, CsvParser, MultiPartParser]
+    parser_classes = [ImportJsonParser, CsvParser, ImportMultiPartParser]
 
     def _rows(self, request: Request) -> list[Any]:
         data = request.data
-        if isinstance(data, CsvText):
-            return rows_from_csv(data)
+        if isinstance(data, ImportRows):
+            return data
         upload = request.FILES.get("file") if hasattr(request, "FILES") else None
         if upload is not None:
-            file_format = "csv" if (upload.name or "").lower().endswith(".csv") else "json"
-            return rows_from_bytes(upload.read(), file_format=file_format)
+            is_csv = (upload.name or "").lower().endswith(".csv")
+            return rows_from_stream(upload, file_format="csv" if is_csv else "json")
         if not data:
             raise ValidationFailed(
                 "The import is empty; send rows as JSON or CSV.",
                 code="empty_import",
                 detail={"errors": []},
             )
-        return rows_from_json(data)
+        raise ValidationFailed(
+            "Send rows as JSON, CSV or a multipart `file`.",
+            code="malformed_import",
+            detail={"errors": []},
+        )
 
     @extend_schema(
         request={"application/json": {"type": "array", "items": {"type": "object"}}},

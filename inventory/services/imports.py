@@ -1,14 +1,12 @@
 """Bulk import of nodes with their GPUs from CSV or JSON: validated whole, written whole.
 
 Rows are numbered from 1 in the order given (for CSV, the first line after the header is row
-1). Importing the same file again changes nothing: a node is found by (site, hostname).
+1). Importing the same file again changes nothing: a node is found by (site, hostname). Files
+are read into rows by `import_files.rows_from_stream` (capped in bytes, rows and cells).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +21,7 @@ from core.errors import Conflict, ValidationFailed
 from inventory.models import Gpu, Node, Outage, Site
 from inventory.rules import FieldError
 from inventory.schemas import NodeImportRow, field_errors
+from inventory.services.import_files import MAX_ROWS
 from inventory.services.market import row_errors_response
 from inventory.services.nodes import (
     NODE_VALUE_FIELDS,
@@ -33,10 +32,6 @@ from inventory.services.nodes import (
     node_field_errors,
     status_transition_error,
 )
-
-MAX_ROWS = 5000
-IMPORT_COLUMNS = list(NodeImportRow.model_fields)
-_EXTRA_CELLS = "(cells beyond the header)"
 
 Action = Literal["created", "updated", "unchanged"]
 
@@ -62,57 +57,6 @@ class ImportResult:
 
 def _file_error(message: str, code: str) -> ValidationFailed:
     return ValidationFailed(message, code=code, detail={"errors": []})
-
-
-def rows_from_csv(text: str) -> list[dict[str, Any]]:
-    """Rows of a CSV file with a header line; empty cells mean "use the default"."""
-    reader = csv.DictReader(io.StringIO(text), restkey=_EXTRA_CELLS)
-    if not reader.fieldnames:
-        raise _file_error("The CSV file is empty; it needs a header line.", "empty_import")
-    unknown = [name for name in reader.fieldnames if name.strip() not in IMPORT_COLUMNS]
-    if unknown:
-        raise ValidationFailed(
-            f"Unknown CSV columns: {', '.join(unknown)}.",
-            code="unknown_columns",
-            detail={
-                "errors": [
-                    {
-                        "row": None,
-                        "field": name,
-                        "code": "unknown_field",
-                        "message": f"Allowed columns: {', '.join(IMPORT_COLUMNS)}.",
-                    }
-                    for name in unknown
-                ]
-            },
-        )
-    return [
-        {key.strip(): value for key, value in record.items() if value not in ("", None, [])}
-        for record in reader
-    ]
-
-
-def rows_from_json(data: Any) -> list[Any]:
-    """Rows of a JSON import: a list of objects, or {"rows": [...]}."""
-    if isinstance(data, Mapping) and set(data) == {"rows"}:
-        data = data["rows"]
-    if not isinstance(data, list):
-        raise _file_error('Send a JSON list of rows, or {"rows": [...]}.', "malformed_import")
-    return data
-
-
-def rows_from_bytes(content: bytes, *, file_format: str) -> list[Any]:
-    """Decode a file's bytes as CSV or JSON rows."""
-    try:
-        text = content.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise _file_error("The file is not UTF-8 text.", "malformed_import") from error
-    if file_format == "csv":
-        return rows_from_csv(text)
-    try:
-        return rows_from_json(json.loads(text))
-    except json.JSONDecodeError as error:
-        raise _file_error(f"The file is not valid JSON: {error}.", "malformed_import") from error
 
 
 def _parse_rows(

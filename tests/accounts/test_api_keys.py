@@ -5,16 +5,24 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.choices import KeyScope
+from accounts.choices import KeyScope, Role
+from accounts.errors import Forbidden
 from accounts.models import ApiKey
-from accounts.services import api_key_authenticate, api_key_create, hash_api_key
+from accounts.services import (
+    api_key_authenticate,
+    api_key_create,
+    hash_api_key,
+    membership_set,
+)
 from accounts.throttling import ApiKeyRateThrottle
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -171,3 +179,94 @@ def test_the_create_api_key_command_rejects_an_unknown_org():
 
     with pytest.raises(CommandError, match="No organization"):
         call_command("create_api_key", "--org", "nope")
+
+
+# ------------------------------------------------------------------ keys minting keys
+
+
+def _dt(minutes: float):
+    return timezone.now() + timedelta(minutes=minutes)
+
+
+def _in(minutes: float) -> str:
+    return _dt(minutes).isoformat()
+
+
+def test_an_expiring_key_cannot_mint_a_key_that_never_expires_or_expires_later(customer):
+    parent = api_key_create(
+        organization=customer, name="short", scope=KeyScope.WRITE, expires_at=_dt(2)
+    )
+    client = _client(parent.raw_key)
+
+    for body in ({"name": "forever", "scope": "write"}, {"name": "later", "expires_at": _in(3)}):
+        response = client.post(KEYS, body, format="json")
+        assert response.status_code == 403, response.json()
+        assert response.json()["code"] == "key_outlives_parent"
+        assert set(response.json()) == {"code", "message", "detail"}
+    assert ApiKey.objects.count() == 1
+
+    response = client.post(KEYS, {"name": "child", "expires_at": _in(1)}, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["created_by_key"] == parent.api_key.pk
+    same_end = parent.api_key.expires_at.isoformat()
+    assert (
+        client.post(KEYS, {"name": "twin", "expires_at": same_end}, format="json").status_code
+        == 201
+    )
+
+
+def test_a_key_cannot_mint_a_wider_scope_than_its_own(customer):
+    reader = api_key_create(organization=customer, name="reader", scope=KeyScope.READ)
+    response = _client(reader.raw_key).post(KEYS, {"name": "w", "scope": "write"}, format="json")
+    assert response.status_code == 403
+    # A read key writes nothing at all; the service would refuse a wider scope regardless.
+    assert response.json()["code"] == "insufficient_scope"
+    with pytest.raises(Forbidden) as refused:
+        api_key_create(
+            organization=customer, name="w", scope=KeyScope.WRITE, created_by_key=reader.api_key
+        )
+    assert refused.value.code == "scope_wider_than_parent"
+    assert ApiKey.objects.count() == 1
+
+
+def test_keys_record_the_key_that_created_them_in_the_api_and_the_admin(customer, client):
+    parent = api_key_create(organization=customer, name="deploy", scope=KeyScope.WRITE)
+    created = _client(parent.raw_key).post(KEYS, {"name": "ci", "scope": "read"}, format="json")
+    assert created.status_code == 201
+    child = ApiKey.objects.get(pk=created.json()["id"])
+    assert child.created_by_key_id == parent.api_key.pk and child.created_by_id is None
+
+    listed = {row["name"]: row for row in _client(parent.raw_key).get(KEYS).json()["results"]}
+    assert listed["ci"]["created_by_key"] == parent.api_key.pk
+    assert listed["deploy"]["created_by_key"] is None
+
+    root = get_user_model().objects.create_superuser("root", "r@example.test", "pw")
+    client.force_login(root)
+    page = client.get(f"/admin/accounts/apikey/{child.pk}/change/").content.decode()
+    assert "Created by key" in page and str(parent.api_key) in page
+    assert str(parent.api_key) in client.get("/admin/accounts/apikey/").content.decode()
+
+
+def test_a_session_member_creates_keys_as_their_role_allows(customer, client):
+    user = UserFactory()
+    membership_set(user=user, organization=customer, role=Role.MEMBER)
+    client.force_login(user)
+    response = client.post(
+        KEYS, {"name": "mine", "scope": "write"}, content_type="application/json"
+    )
+    assert response.status_code == 201, response.json()
+    assert response.json()["expires_at"] is None and response.json()["created_by_key"] is None
+
+
+def test_revoking_a_key_revokes_the_keys_it_created(customer, client_for):
+    parent = api_key_create(organization=customer, name="leaked", scope=KeyScope.WRITE)
+    child = _client(parent.raw_key).post(KEYS, {"name": "spare", "scope": "write"}, format="json")
+    grandchild = _client(child.json()["key"]).post(KEYS, {"name": "spare2"}, format="json")
+    assert grandchild.status_code == 201
+
+    response = client_for(customer).post(f"{KEYS}{parent.api_key.pk}/revoke/")
+    assert response.status_code == 200
+
+    for raw in (child.json()["key"], grandchild.json()["key"]):
+        answer = _client(raw).get(ME)
+        assert answer.status_code == 401 and answer.json()["code"] == "revoked_api_key"

@@ -423,3 +423,117 @@ def test_an_unhandled_event_type_is_recorded_and_answered_200(
 
     assert response.status_code == 200
     assert StripeEvent.objects.get().outcome == "ignored: unhandled event type"
+
+
+# ---------------------------------------------------------------- malformed but signed
+
+
+def _malformed(remote: dict[str, Any]) -> dict[str, Any]:
+    """Correctly signed bodies that are not well-formed invoice events."""
+    good = json.loads(event_body("invoice.paid", remote))
+
+    def changed(path: str, value: Any) -> Any:
+        body = json.loads(json.dumps(good))
+        *parents, leaf = path.split(".")
+        target = body
+        for name in parents:
+            target = target[name]
+        target[leaf] = value
+        return body
+
+    return {
+        "array": [good],
+        "object-is-a-string": changed("data.object", "in_123"),
+        "data-is-a-list": changed("data", [1]),
+        "id-is-a-list": changed("id", ["evt_1"]),
+        "id-10000-chars": changed("id", "e" * 10_000),
+        "id-with-nul": changed("id", "evt_\u0000"),
+        "type-is-a-number": changed("type", 7),
+        "paid-at-text": changed("data.object.status_transitions", {"paid_at": "abc"}),
+        "paid-at-1e20": changed("data.object.status_transitions", {"paid_at": 1e20}),
+        "paid-at-huge-int": changed("data.object.status_transitions", {"paid_at": 10**20}),
+        "created-text": changed("created", "yesterday"),
+        "metadata-a-list": changed("data.object.metadata", ["cardhour_invoice_id"]),
+        "invoice-id-past-bigint": changed(
+            "data.object.metadata", {"cardhour_invoice_id": "9" * 30}
+        ),
+        "a-number": 42,
+    }
+
+
+MALFORMED = [
+    "array",
+    "object-is-a-string",
+    "data-is-a-list",
+    "id-is-a-list",
+    "id-10000-chars",
+    "id-with-nul",
+    "type-is-a-number",
+    "paid-at-text",
+    "paid-at-1e20",
+    "paid-at-huge-int",
+    "created-text",
+    "metadata-a-list",
+    "invoice-id-past-bigint",
+    "a-number",
+]
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_a_signed_but_malformed_event_is_a_400_and_writes_nothing(
+    pushed: tuple[Invoice, dict[str, Any]], case: str
+):
+    invoice, remote = pushed
+    body = json.dumps(_malformed(remote)[case]).encode()
+
+    response = post_webhook(body, sign(body))
+
+    assert response.status_code == 400, response.content[:500]
+    assert response.json()["code"] == "invalid_payload"
+    assert set(response.json()) == {"code", "message", "detail"}
+    assert len(response.content) < 5_000  # the offending values are not echoed back
+    assert StripeEvent.objects.count() == 0
+    invoice.refresh_from_db()
+    assert (invoice.status, invoice.paid_at) == (InvoiceStatus.FINALIZED, None)
+
+
+def test_a_signed_body_that_is_not_utf8_is_a_400(pushed: tuple[Invoice, dict[str, Any]]):
+    body = b'{"id": "evt_\xff"}'
+    response = post_webhook(body, sign(body))
+    assert response.status_code == 400
+    assert response.json()["code"] in {"invalid_payload", "invalid_signature"}
+    assert StripeEvent.objects.count() == 0
+
+
+def test_a_signature_dated_beyond_the_tolerance_in_the_future_is_refused(
+    pushed: tuple[Invoice, dict[str, Any]],
+):
+    invoice, remote = pushed
+    body = event_body("invoice.paid", remote)
+
+    response = post_webhook(body, sign(body, at=int(time.time()) + 3600))
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_signature"
+    assert StripeEvent.objects.count() == 0
+    invoice.refresh_from_db()
+    assert invoice.status == InvoiceStatus.FINALIZED
+
+
+def test_a_signature_a_little_ahead_of_our_clock_is_accepted(
+    pushed: tuple[Invoice, dict[str, Any]],
+):
+    _, remote = pushed
+    body = event_body("invoice.paid", remote)
+    response = post_webhook(body, sign(body, at=int(time.time()) + 60))
+    assert response.status_code == 200, response.content
+    assert StripeEvent.objects.get().outcome == "marked paid"
+
+
+def test_an_unhandled_event_about_another_kind_of_object_is_still_recorded(settings: Any):
+    settings.STRIPE_WEBHOOK_SECRET = WEBHOOK_SECRET
+    customer_object = {"id": "cus_1", "object": "customer", "metadata": {"n": "1"}}
+    body = event_body("customer.created", customer_object, event_id="evt_cus")
+    response = post_webhook(body, sign(body))
+    assert response.status_code == 200, response.content
+    assert StripeEvent.objects.get().outcome == "ignored: unhandled event type"

@@ -38,6 +38,7 @@ def deploy_check(**env_overrides: str) -> subprocess.CompletedProcess[str]:
             "CSRF_TRUSTED_ORIGINS": "https://cardhour.example.com",
             "DATABASE_URL": UNREACHABLE_DATABASE,
             "METRICS_TOKEN": secrets.token_urlsafe(32),
+            "CACHE_URL": "redis://127.0.0.1:1/1",  # named, never contacted by the check
             **env_overrides,
         }
     )

@@ -12,6 +12,8 @@ import pytest
 from core.tasks import ping
 
 REPO = Path(__file__).resolve().parents[2]
+# Not contacted: settings only need to name a shared cache (nothing listens on port 1).
+SHARED_CACHE = "redis://127.0.0.1:1/1"
 
 
 @pytest.mark.django_db
@@ -32,7 +34,7 @@ def test_healthz_is_degraded_when_the_broker_is_down(client, settings):
 
 def _django_check(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **env_overrides}
-    for name in ("SECRET_KEY", "ALLOWED_HOSTS", "METRICS_TOKEN"):
+    for name in ("SECRET_KEY", "ALLOWED_HOSTS", "METRICS_TOKEN", "CACHE_URL"):
         if name not in env_overrides:
             env.pop(name, None)
     return subprocess.run(
@@ -53,6 +55,7 @@ def test_production_refuses_to_start_without_a_secret(missing):
         "ALLOWED_HOSTS": "cardhour.example",
         "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
         "METRICS_TOKEN": "m" * 32,
+        "CACHE_URL": SHARED_CACHE,
     }
     del env[missing]
     result = _django_check(env)
@@ -68,9 +71,26 @@ def test_production_starts_with_its_secrets():
             "ALLOWED_HOSTS": "cardhour.example",
             "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
             "METRICS_TOKEN": "m" * 32,
+            "CACHE_URL": SHARED_CACHE,
         }
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("cache_url", [None, "locmemcache://", "dummycache://"])
+def test_production_refuses_to_start_without_a_shared_cache(cache_url):
+    env = {
+        "DJANGO_ENV": "production",
+        "SECRET_KEY": "x" * 50,
+        "ALLOWED_HOSTS": "cardhour.example",
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
+        "METRICS_TOKEN": "m" * 32,
+    }
+    if cache_url is not None:
+        env["CACHE_URL"] = cache_url
+    result = _django_check(env)
+    assert result.returncode != 0
+    assert "CACHE_URL must name a cache every web process shares" in result.stderr
 
 
 @pytest.mark.worker

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.models import Organization
 from core.errors import ApplicationError
 from inventory.services import nodes_import
-from inventory.services.imports import rows_from_bytes
+from inventory.services.import_files import FileFormat, rows_from_stream
 
 
 class Command(BaseCommand):
@@ -33,14 +33,16 @@ class Command(BaseCommand):
         organization = Organization.objects.filter(slug=options["organization"]).first()
         if organization is None:
             raise CommandError(f"No organization with slug {options['organization']!r}.")
-        file_format = options["format"] or ("csv" if path.suffix.lower() == ".csv" else "json")
+        file_format: FileFormat = options["format"] or (
+            "csv" if path.suffix.lower() == ".csv" else "json"
+        )
         try:
-            content = path.read_bytes()
+            with path.open("rb") as stream:
+                # Read as a stream with the API's limits: bytes, rows, cell size.
+                rows = rows_from_stream(stream, file_format=file_format)
+            result = nodes_import(organization=organization, rows=rows)
         except OSError as error:
             raise CommandError(f"Cannot read {path}: {error}") from error
-        try:
-            rows = rows_from_bytes(content, file_format=file_format)
-            result = nodes_import(organization=organization, rows=rows)
         except ApplicationError as error:
             for item in error.detail.get("errors", []):
                 self.stderr.write(
