@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 from django.db.models import BigIntegerField, Sum
@@ -120,7 +121,7 @@ def _invoiced(contract_ids: list[int]) -> dict[tuple[int, datetime], tuple[str, 
     output_tokens: dict[tuple[int, datetime], int] = defaultdict(int)
     for row in rows:
         key = (row["invoice__contract_id"], row["invoice__period_start"])
-        numbers[key] = row["invoice__number"]
+        numbers[key] = row["invoice__number"] or ""  # issued invoices always carry one
         if row["kind"] in INPUT_KINDS:
             input_tokens[key] += row["tokens"] or 0
         elif row["kind"] in OUTPUT_KINDS:
@@ -146,7 +147,7 @@ def usage_reconciliation(*, contract_ids: list[int] | None = None) -> UsageRecon
     result = UsageReconciliation()
     if not ids:
         return result
-    params = {
+    params: dict[str, Any] = {
         "contracts": [row[0] for row in grid],
         "starts": [row[1] for row in grid],
         "finishes": [row[2] for row in grid],
