@@ -609,3 +609,11 @@ def test_an_operator_registers_a_source_in_the_admin(admin_client, admin_user, p
     source.refresh_from_db()
     assert source.weight == Decimal(2)
     assert source.history.first().history_change_reason.startswith("weight 1 → 2 by ")
+
+
+def test_the_raw_market_endpoints_say_in_the_schema_that_they_are_informational(admin_client):
+    paths = admin_client.get("/api/schema/?format=json").json()["paths"]
+    for path in ("/api/v1/market-prices/series/", "/api/v1/market-prices/fair-rate/"):
+        assert "Informational" in paths[path]["get"]["description"], path
+        assert "/api/v1/indices/" in paths[path]["get"]["description"]
+    assert "/api/v1/indices/{id}/" in paths and "/api/v1/index-sources/{id}/" in paths
