@@ -188,7 +188,14 @@ def index_source_update(
     who = _who(changed_by, changed_by_organization)
     reason = f"{summary or 'notes changed'} by {who}"
     source._change_reason = reason[:100]  # type: ignore[attr-defined]
-    source.save(update_fields=[*changed, "updated_at"])
+    try:
+        with transaction.atomic():
+            source.save(update_fields=[*changed, "updated_at"])
+    except IntegrityError as error:  # a concurrent rename to the same name
+        conflict = _name_taken(source.name, exclude=source.pk)
+        if conflict is None:
+            raise
+        raise conflict from error
     logger.info("index source %s changed: %s", source.name, reason)
     return source
 
