@@ -10,9 +10,9 @@ the API, runs the SQL the endpoint runs and returns the rows as JSON, so that
 - leases: POST /api/v1/leases/ written out by hand, statement for statement (authentication,
   the Idempotency-Key record, the visible offer and its named nodes, the expired-hold sweep,
   the pool, the free-GPU statement of leasing.services.allocation unlocked then locked SKIP
-  LOCKED with the same choice of GPUs, the market rate, the contract with its history rows,
-  clause reads and events, the lease, the allocations, the answer read back and stored on the
-  key), without validation;
+  LOCKED with the same choice of GPUs, the index fixing in force, the contract with its history
+  rows, clause reads and events, the lease, the allocations, the answer read back and stored on
+  the key), without validation;
 - usage events: POST /api/v1/usage/events/ written out by hand (authentication, the contract
   reads and share lock, the batch row, the staging table, binary COPY, the same
   INSERT ... ON CONFLICT ... RETURNING, the batch counts), without validation.
@@ -95,9 +95,10 @@ SELECT id FROM leasing_allocation
 WHERE gpu_id = ANY(%s) AND period && tstzrange(%s, %s, '[)') AND preemptible
   AND released_at IS NULL ORDER BY 1"""
 MARKET_SQL = """
-SELECT max(mp.observed_on) FROM inventory_marketprice mp
-JOIN inventory_gpumodel m ON m.id = mp.gpu_model_id
-WHERE mp.currency = %s AND m.slug = %s AND mp.term = 'on_demand' AND mp.observed_on <= %s"""
+SELECT f.rate FROM inventory_indexfixing f
+JOIN inventory_gpumodel m ON m.id = f.gpu_model_id
+WHERE f.currency = %s AND m.slug = %s AND f.term = 'on_demand' AND f.status = 'fixed'
+  AND f.day <= %s ORDER BY f.day DESC LIMIT 1"""
 NEXTVAL_SQL = "SELECT nextval('contracts_contract_number_seq')"
 CONTRACT_INSERT_SQL = """
 INSERT INTO contracts_contract (number, version, lessor_id, lessee_id, term_start, term_end,

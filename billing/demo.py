@@ -14,7 +14,9 @@ service that would have run then, with that moment as its clock:
   a few the ingest refuses, a retried batch (duplicates), an incident in the second month (an
   SLA credit), and a batch stuck at the provider that arrives after its month was billed (late
   usage, billed on the next invoice);
-- the hourly rollups sweep and the billing cycle two hours after each month's end.
+- the hourly rollups sweep and the billing cycle two hours after each month's end;
+- the nightly market-index job ten minutes after each midnight: the demo publishers' quotes are
+  registered index sources, so the fixings carry the block's reference rate and the price cut.
 
 The months are whole UTC calendar months counted back from now, so the demo works whatever day
 `make run` starts. Finalized invoices are handed to the worker for delivery (PDF and e-mail)
@@ -48,7 +50,7 @@ from inventory.choices import OutageCause, OutageKind, PriceTerm
 from inventory.models import MarketPrice, Node, Site
 from inventory.schemas import MarketPriceObservation, OutageInput
 from inventory.selectors import fair_market_rate
-from inventory.services import market_prices_record, outage_create
+from inventory.services import index_fixings_compute, market_prices_record, outage_create
 from leasing.demo import ACCEPTANCE, EXIT_TERMS, SLA_CREDITS
 from leasing.models import Allocation, Lease, Offer, SlaOffering
 from leasing.pricing import add_months
@@ -74,6 +76,8 @@ CYCLE_DELAY = timedelta(hours=2)
 ROLLUP_DELAY = timedelta(hours=1, minutes=50)
 # Each day's usage is reported shortly after midnight, well inside the grace window.
 REPORT_DELAY = timedelta(minutes=10)
+# The nightly job fixes the market index of the day before (the beat runs it at 00:10 UTC).
+FIXING_DELAY = timedelta(minutes=10)
 
 # The rate steps 15 % down from the period after the H200 market falls 10 % below the rate
 # quoted when the lease was signed (a successor's GA date would not fall inside a demo window).
@@ -195,7 +199,21 @@ class Quarter:
                 day += timedelta(days=1)
             steps.append((end + ROLLUP_DELAY, partial(self.refresh_rollups, since=start)))
             steps.append((end + CYCLE_DELAY, self.run_billing))
+        steps += self._fixing_nights(first_day=_at(block_start, days=-3).date())
         return sorted(steps, key=lambda step: step[0])
+
+    def _fixing_nights(
+        self, *, first_day: date
+    ) -> list[tuple[datetime, Callable[[datetime], None]]]:
+        """The market-index job every night from `first_day` up to last night."""
+        day = first_day
+        yesterday = timezone.now().astimezone(UTC).date() - timedelta(days=1)
+        nights: list[tuple[datetime, Callable[[datetime], None]]] = []
+        while day <= yesterday:
+            midnight = datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
+            nights.append((midnight + FIXING_DELAY, partial(self.fix_index, day)))
+            day += timedelta(days=1)
+        return nights
 
     def run(self) -> None:
         """Run every step in time order, each with its own moment as the clock."""
@@ -283,6 +301,10 @@ class Quarter:
 
     # ------------------------------------------------------------ market prices
 
+    def fix_index(self, day: date, at: datetime) -> None:
+        """The nightly job: fix the market index of `day` (a day fixed already is left alone)."""
+        index_fixings_compute(day=day, now=at)
+
     def _quotes(self, day: date, level: Decimal) -> None:
         market_prices_record(
             observations=[
@@ -315,7 +337,9 @@ class Quarter:
         level = FALLBACK_MARKET_RATE
         if earliest is not None:
             level = fair_market_rate(gpu_model_slug=GPU_MODEL, day=earliest) or level
-        self._quotes(_off_index_day(at.date(), timezone.now().date()), level)
+        # On the day itself (the index has no quote that early), so that its fixing, made the
+        # next night, is there when the block is booked.
+        self._quotes(at.date(), level)
 
     def market_price_cut(self, at: datetime) -> None:
         """Listers cut H200 prices 15 % below the market rate the block was signed at."""

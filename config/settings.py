@@ -316,6 +316,7 @@ CELERY_TASK_ROUTES = {
     "billing.ingest_*": {"queue": "ingest"},
     "billing.*": {"queue": "billing"},
     "economics.*": {"queue": "billing"},
+    "inventory.fix_indices": {"queue": "default"},
     "*": {"queue": "default"},
 }
 CELERY_TASK_QUEUES = [Queue(name) for name in ("default", "ingest", "billing")]
@@ -340,6 +341,10 @@ STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
 BILLING_FINALIZE_GRACE_HOURS = env.float("BILLING_FINALIZE_GRACE_HOURS", default=1.0)
 BILLING_PAYMENT_TERMS_DAYS = env.int("BILLING_PAYMENT_TERMS_DAYS", default=30)
 BILLING_TAX_RATE_PCT = Decimal(env.str("BILLING_TAX_RATE_PCT", default="0"))
+
+# --- market index: independent owners a day's fixing needs (inventory.indexing, fewer: no
+# fixing, nothing downstream moves) ---
+INDEX_MIN_OWNERS = env.int("INDEX_MIN_OWNERS", default=3)
 
 # --- economics: a pool's trailing-week utilization that raises a capacity signal ---
 ECONOMICS_PLAN_SCALING_UTILIZATION_PCT = env.int(

@@ -486,7 +486,7 @@ def contract_reject_at_acceptance(*, contract: Contract, actor: str) -> Contract
 def price_step_facts(
     contract: Contract, *, as_of: datetime
 ) -> tuple[list[engine.MarketPoint], engine.SuccessorInfo | None]:
-    """Market observations of the leased model and the successor's GA date, from the inventory."""
+    """Index fixings of the leased model and the successor's GA date, from the inventory."""
     from inventory import selectors as inventory_selectors
     from inventory.models import GpuModel
 
@@ -494,7 +494,7 @@ def price_step_facts(
     clause = terms.clause(GenerationalPriceStep)
     if clause is None:
         return [], None
-    series = inventory_selectors.market_series(
+    series = inventory_selectors.index_fixing_series(
         gpu_model_slug=contract.leased_model_slug,
         term="on_demand",
         currency=contract.currency,

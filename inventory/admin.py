@@ -1,5 +1,6 @@
 """Admin pages: catalog (with a market series page per model), market prices, sites, nodes with
-their GPUs and outages. Forms check the same rules as the API; saves go through the services."""
+their GPUs and outages; the market index (sources, fixings) is in inventory.admin_index. Forms
+check the same rules as the API; saves go through the services."""
 
 from __future__ import annotations
 
@@ -163,17 +164,24 @@ class MarketPriceAdmin(admin.ModelAdmin[MarketPrice]):
         "source",
         "sample_size",
         "recorded_by",
+        "index_source",
+        "eligible",
     ]
-    list_filter = ["gpu_model", "term", "currency", "recorded_by"]
+    list_filter = ["gpu_model", "term", "currency", "recorded_by", "index_source"]
     search_fields = ["source", "gpu_model__name", "gpu_model__slug"]
     date_hierarchy = "observed_on"
-    list_select_related = ["gpu_model", "recorded_by"]
+    list_select_related = ["gpu_model", "recorded_by", "index_source"]
+
+    @admin.display(boolean=True, description="counts for the index")
+    def eligible(self, obj: MarketPrice) -> bool:
+        return obj.eligible
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        # The identity of an observation is fixed; a different one is a new observation.
+        # The identity of an observation is fixed; a different one is a new observation. The
+        # index source is found by the service (the registered source `source` names).
         if obj is None:
-            return []
-        return ["gpu_model", "observed_on", "term", "currency", "source"]
+            return ["index_source"]
+        return ["gpu_model", "observed_on", "term", "currency", "source", "index_source"]
 
     def save_model(self, request: HttpRequest, obj: MarketPrice, form: Any, change: bool) -> None:
         observation = MarketPriceObservation(
@@ -416,3 +424,6 @@ class OutageAdmin(admin.ModelAdmin[Outage]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Outage]:
         return super().get_queryset(request).select_related("node", "gpu__node")
+
+
+from inventory import admin_index  # noqa: E402, F401  (registers the market index pages)

@@ -85,3 +85,20 @@ class OutageCause(models.TextChoices):
     COOLING = "cooling", "Cooling"
     SOFTWARE = "software", "Software / firmware"
     OTHER = "other", "Other"
+
+
+class IndexSourceKind(models.TextChoices):
+    """What an index source reports; provider list prices belong to one marketplace member."""
+
+    EXCHANGE_TRADE = "exchange_trade", "Exchange trades"
+    PUBLISHED_INDEX = "published_index", "Published index"
+    PROVIDER_LIST_PRICE = "provider_list_price", "Provider list price"
+    # The marketplace's own executed leases; fed by a job, never posted through the API.
+    MARKETPLACE_TRADES = "marketplace_trades", "Marketplace trades"
+
+
+class FixingStatus(models.TextChoices):
+    """Whether a day's index could be fixed."""
+
+    FIXED = "fixed", "Fixed"
+    INSUFFICIENT_SOURCES = "insufficient_sources", "Insufficient independent sources"

@@ -5,24 +5,36 @@
 - research-coop: a research-service provider with RTX 4090 / 5090 nodes in Adelaide;
 - lingnan-ascend: a provider with Huawei Ascend 910B nodes in Guiyang.
 Capex, power and PUE are plausible public-order-of-magnitude figures, not quotes. Market prices
-are synthetic (source "demo-index"), weekly over four months, drifting down as real ones do.
-Seeding again changes nothing.
+are synthetic (source "demo-index"), weekly over four months, drifting down as real ones do;
+they come from three independent demo publishers registered as index sources, so they count for
+the market index. The last week is fixed here (leases signed now take their reference from it);
+the billing demo fixes the days of its simulated quarter as the nightly job would have, and
+seeding again fixes the days since the last fixing. Seeding again changes nothing else.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, TextIO
 
 from django.utils import timezone
 
 from accounts.models import Organization
-from inventory.choices import GpuHealth, OutageCause, OutageKind, PriceTerm
-from inventory.models import Gpu, MarketPrice, Node, Outage, Site
-from inventory.schemas import MarketPriceObservation, NodeInput, OutageInput, SiteInput
+from inventory.choices import GpuHealth, IndexSourceKind, OutageCause, OutageKind, PriceTerm
+from inventory.indexing import LOOKBACK_DAYS
+from inventory.models import Gpu, IndexFixing, IndexSource, MarketPrice, Node, Outage, Site
+from inventory.schemas import (
+    IndexSourceInput,
+    MarketPriceObservation,
+    NodeInput,
+    OutageInput,
+    SiteInput,
+)
 from inventory.services import (
     gpu_update,
+    index_fixings_compute,
+    index_source_register,
     market_prices_record,
     node_create,
     outage_create,
@@ -269,6 +281,12 @@ SOURCES = [
     ("demo-index: lister B", "1.00"),
     ("demo-index: lister C", "1.07"),
 ]
+# Each source is one independent publisher: the index needs INDEX_MIN_OWNERS (3) of them.
+PUBLISHERS = {
+    "demo-index: lister A": "Demo Lister A",
+    "demo-index: lister B": "Demo Lister B",
+    "demo-index: lister C": "Demo Lister C",
+}
 RESERVED_12M_DISCOUNT = Decimal("0.72")
 WEEKS = 17
 
@@ -340,6 +358,42 @@ def _incidents(sites: dict[str, Site]) -> None:
         )
 
 
+def _index_sources() -> int:
+    """The demo publishers, registered as index sources (as an operator would in the admin)."""
+    created = 0
+    for name, publisher in PUBLISHERS.items():
+        if IndexSource.objects.filter(name=name).exists():
+            continue
+        index_source_register(
+            fields=IndexSourceInput(
+                name=name,
+                kind=IndexSourceKind.PUBLISHED_INDEX,
+                owner_name=publisher,
+                notes="Synthetic demo publisher.",
+            )
+        )
+        created += 1
+    return created
+
+
+def fix_days(*, first: date, last: date) -> int:
+    """Run the nightly fixing job for each day from `first` to `last`, as of its next night."""
+    written, day = 0, first
+    while day <= last:
+        night = datetime.combine(day + timedelta(days=1), datetime.min.time(), UTC)
+        written += len(index_fixings_compute(day=day, now=night + timedelta(minutes=10)).created)
+        day += timedelta(days=1)
+    return written
+
+
+def _recent_fixings() -> int:
+    """The days since the last fixing (at first, the last week) up to yesterday."""
+    yesterday = timezone.now().astimezone(UTC).date() - timedelta(days=1)
+    last = IndexFixing.objects.order_by("-day").values_list("day", flat=True).first()
+    first = last + timedelta(days=1) if last else yesterday - timedelta(days=LOOKBACK_DAYS - 1)
+    return fix_days(first=first, last=yesterday)
+
+
 def _market_prices() -> int:
     today = timezone.now().date()
     observations = []
@@ -371,15 +425,19 @@ def _market_prices() -> int:
 
 
 def seed(out: TextIO) -> None:
-    """Create (or keep) the demo inventory and market prices; print what is there."""
+    """Create (or keep) the demo inventory, market prices and index; print what is there."""
     organizations = _providers()
     sites = _sites(organizations)
     created = _nodes(sites)
     _incidents(sites)
+    _index_sources()
     new_prices = _market_prices()
+    new_fixings = _recent_fixings()
     nodes = Node.objects.filter(site__in=sites.values())
     out.write(
         f"  inventory:          {len(sites)} sites, {nodes.count()} nodes "
         f"({created} new), {Gpu.objects.filter(node__in=nodes).count()} GPUs, "
-        f"{MarketPrice.objects.count()} market prices ({new_prices} new)\n"
+        f"{MarketPrice.objects.count()} market prices ({new_prices} new), "
+        f"{IndexSource.objects.count()} index sources, "
+        f"{IndexFixing.objects.count()} index fixings ({new_fixings} new)\n"
     )

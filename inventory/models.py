@@ -1,10 +1,12 @@
-"""Inventory: the GPU catalog, the market price index, and each provider's asset register
-(sites, nodes, GPUs) with the outages that the SLA and billing logic later read."""
+"""Inventory: the GPU catalog, the market index (registered sources, observations, daily
+fixings), and each provider's asset register (sites, nodes, GPUs) with the outages that the SLA
+and billing logic later read."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeBoundary, RangeOperators
@@ -14,9 +16,12 @@ from django.db.models.functions import Lower
 from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
+from inventory import indexing
 from inventory.choices import (
+    FixingStatus,
     FormFactor,
     GpuHealth,
+    IndexSourceKind,
     NodeStatus,
     OutageCause,
     OutageKind,
@@ -124,6 +129,85 @@ class GpuModel(models.Model):
         return self.name
 
 
+class IndexSource(models.Model):
+    """A source of market observations an operator registered for the index, and its owner.
+
+    Its vote counts once per independent owner: the owner organization for marketplace members
+    (required for a provider's list price), else the external publisher's name.
+    """
+
+    name = models.CharField(
+        max_length=200,
+        help_text="Unique (case-insensitive); operators' observations name it in `source`.",
+    )
+    kind = models.CharField(max_length=24, choices=IndexSourceKind.choices)
+    owner_organization = models.ForeignKey(
+        Organization,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="index_sources",
+        help_text="The marketplace member that owns it; for a provider list price, the provider.",
+    )
+    owner_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The external publisher; its normalised name is the owner when no member is.",
+    )
+    weight = models.DecimalField(max_digits=8, decimal_places=4, default=1)
+    is_active = models.BooleanField(
+        default=True, help_text="Inactive sources are kept for the record but count for nothing."
+    )
+    notes = models.TextField(blank=True)
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    registered_by_organization = models.ForeignKey(
+        Organization, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    registered_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords(get_user=history_user)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(Lower("name"), name="index_source_unique_name"),
+            models.CheckConstraint(condition=~Q(name=""), name="index_source_named"),
+            models.CheckConstraint(condition=Q(weight__gt=0), name="index_source_weight_positive"),
+            models.CheckConstraint(
+                condition=Q(owner_organization__isnull=False) | ~Q(owner_name=""),
+                name="index_source_owner_present",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=IndexSourceKind.PROVIDER_LIST_PRICE)
+                | Q(owner_organization__isnull=False),
+                name="index_source_list_price_of_a_member",
+            ),
+            # The marketplace's own trades belong to no single member: its publisher name owns it.
+            models.CheckConstraint(
+                condition=~Q(kind=IndexSourceKind.MARKETPLACE_TRADES)
+                | (Q(owner_organization__isnull=True) & ~Q(owner_name="")),
+                name="index_source_marketplace_trades_owned_by_name",
+            ),
+            models.UniqueConstraint(
+                fields=["owner_organization"],
+                condition=Q(kind=IndexSourceKind.PROVIDER_LIST_PRICE),
+                name="index_source_one_list_price_per_provider",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def independence_key(self) -> str:
+        """The owner whose vote this source is part of (`org:<id>` or `publisher:<name>`)."""
+        return indexing.independence_key(
+            organization_id=self.owner_organization_id, owner_name=self.owner_name
+        )
+
+
 class MarketPrice(models.Model):
     """One observed market price per GPU-hour for a model, term and currency on a day."""
 
@@ -143,6 +227,14 @@ class MarketPrice(models.Model):
         on_delete=models.SET_NULL,
         related_name="market_prices",
         help_text="The organization that posted it; empty when entered in the admin.",
+    )
+    index_source = models.ForeignKey(
+        IndexSource,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="observations",
+        help_text="The registered source it counts through; empty: it counts for nothing.",
     )
     recorded_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -179,6 +271,68 @@ class MarketPrice(models.Model):
             f"{self.gpu_model} {self.term} {self.price_per_gpu_hour} {self.currency}"
             f" on {self.observed_on}"
         )
+
+    @property
+    def eligible(self) -> bool:
+        """It counts for the index: tied to a registered source that is active."""
+        return self.index_source is not None and self.index_source.is_active
+
+
+class IndexFixing(models.Model):
+    """The index of one GPU model, term and currency on one day; never changed once written.
+
+    It stores everything it was computed from (`inputs`: parameters, observations, votes), what
+    did not count (`dropped`) and a sentence, so it can be recomputed and explained.
+    """
+
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="index_fixings")
+    term = models.CharField(max_length=16, choices=PriceTerm.choices)
+    currency = models.CharField(max_length=3)
+    day = models.DateField()
+    status = models.CharField(max_length=24, choices=FixingStatus.choices)
+    rate = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Per GPU-hour."
+    )
+    methodology = models.CharField(max_length=32)
+    owner_count = models.PositiveSmallIntegerField(
+        help_text="Independent owners that voted (before outliers were dropped)."
+    )
+    inputs = models.JSONField()
+    dropped = models.JSONField(default=list)
+    explanation = models.TextField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-day", "gpu_model", "term", "currency"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu_model", "term", "currency", "day"], name="index_fixing_one_per_day"
+            ),
+            models.CheckConstraint(
+                # rate IS NOT NULL spelled out: a CHECK passes when it evaluates to NULL.
+                condition=(
+                    Q(status=FixingStatus.FIXED)
+                    & Q(rate__isnull=False)
+                    & Q(rate__gt=0)
+                    & Q(owner_count__gt=0)
+                )
+                | (Q(status=FixingStatus.INSUFFICIENT_SOURCES) & Q(rate__isnull=True)),
+                name="index_fixing_rate_when_fixed",
+            ),
+            models.CheckConstraint(
+                condition=Q(currency__regex=_CURRENCY_SHAPE), name="index_fixing_currency_iso"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["gpu_model", "term", "currency", "status", "day"],
+                name="index_fixing_series_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        value = self.rate if self.rate is not None else self.status
+        return f"{self.gpu_model} {self.term} {self.currency} {self.day}: {value}"
 
 
 class Site(models.Model):

@@ -204,3 +204,64 @@ def outage_errors(*, start: datetime, end: datetime | None) -> list[FieldError]:
             FieldError("end", "outage_ends_before_start", "An outage must end after it starts.")
         )
     return errors
+
+
+def index_source_errors(
+    *,
+    kind: str,
+    has_organization: bool,
+    organization_is_provider: bool,
+    owner_name: str,
+    weight: Decimal,
+) -> list[FieldError]:
+    """An index source has an owner that fits its kind, and a weight above 0.
+
+    A provider's list price belongs to that provider (an organization); the marketplace's own
+    trades belong to no single member and carry the marketplace's name; exchanges and published
+    indices belong to a member or to a named external publisher.
+    """
+    errors: list[FieldError] = []
+    if weight <= 0:
+        errors.append(FieldError("weight", "weight_not_positive", "The weight must be above 0."))
+    named = bool(owner_name.strip())
+    if kind == "provider_list_price":
+        if not has_organization:
+            errors.append(
+                FieldError(
+                    "owner_organization",
+                    "owner_required",
+                    "A provider list price belongs to the provider organization that quotes it.",
+                )
+            )
+        elif not organization_is_provider:
+            errors.append(
+                FieldError(
+                    "owner_organization",
+                    "owner_not_provider",
+                    "Only a provider organization quotes a provider list price.",
+                )
+            )
+    elif kind == "marketplace_trades":
+        if has_organization:
+            errors.append(
+                FieldError(
+                    "owner_organization",
+                    "owner_not_allowed",
+                    "The marketplace's own trades belong to no single member; leave it empty.",
+                )
+            )
+        if not named:
+            errors.append(
+                FieldError(
+                    "owner_name", "owner_required", "Name the marketplace as the owner_name."
+                )
+            )
+    elif not has_organization and not named:
+        errors.append(
+            FieldError(
+                "owner_name",
+                "owner_required",
+                "Name the owner: a member organization or the external publisher.",
+            )
+        )
+    return errors

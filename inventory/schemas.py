@@ -22,6 +22,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from inventory.choices import (
     GpuHealth,
+    IndexSourceKind,
     NodeStatus,
     OutageCause,
     OutageKind,
@@ -174,6 +175,35 @@ class MarketPriceBatch(_Input):
     """POST /api/v1/market-prices/: a batch of observations, recorded all or nothing."""
 
     observations: Annotated[list[MarketPriceObservation], Field(min_length=1, max_length=5000)]
+
+
+Weight = Annotated[Decimal, Field(max_digits=8, decimal_places=4)]
+SourceName = Annotated[Text, StringConstraints(min_length=1, max_length=200)]
+
+
+class IndexSourceInput(_Input):
+    """POST /api/v1/index-sources/: an operator registers a source of market observations."""
+
+    name: SourceName = Field(description="Unique; operators' observations name it in `source`.")
+    kind: IndexSourceKind
+    owner_organization: Slug | None = Field(
+        default=None, description="Slug of the member that owns it (the provider for a list price)."
+    )
+    owner_name: Annotated[Text, StringConstraints(max_length=200)] = Field(
+        default="", description="The external publisher, when no member owns it."
+    )
+    weight: Weight = Decimal(1)
+    is_active: bool = True
+    notes: Annotated[Text, StringConstraints(max_length=4000)] = ""
+
+
+class IndexSourceChanges(_Input):
+    """PATCH /api/v1/index-sources/{id}/: what may change; kind and owner make a new source."""
+
+    name: SourceName | None = None
+    weight: Weight | None = None
+    is_active: bool | None = None
+    notes: Annotated[Text, StringConstraints(max_length=4000)] | None = None
 
 
 _CODES = {

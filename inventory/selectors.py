@@ -1,4 +1,5 @@
-"""Reads of the inventory app: the fair market rate, price series, and scoped querysets."""
+"""Reads of the inventory app: index fixings (what prices read), the raw market rate and series
+(informational only), and scoped querysets."""
 
 from __future__ import annotations
 
@@ -12,8 +13,17 @@ from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 
 from accounts.selectors import Caller
 from core.money import round_rate
-from inventory.choices import NodeStatus, PriceTerm
-from inventory.models import Gpu, GpuModel, MarketPrice, Node, Outage, Site
+from inventory.choices import FixingStatus, NodeStatus, PriceTerm
+from inventory.models import (
+    Gpu,
+    GpuModel,
+    IndexFixing,
+    IndexSource,
+    MarketPrice,
+    Node,
+    Outage,
+    Site,
+)
 
 
 class MarketRate(NamedTuple):
@@ -28,6 +38,53 @@ def _median(prices: list[Decimal]) -> Decimal:
     return round_rate(Decimal(median(prices)))
 
 
+def index_fixing_rate(
+    *, gpu_model_slug: str, term: str, currency: str, day: date
+) -> Decimal | None:
+    """The rate of the latest `fixed` fixing on or before `day`, or None if there is none.
+
+    This is the market rate anything that moves money reads (lease references, price steps). A
+    day without a fixing (insufficient sources) leaves the previous one in force.
+    """
+    return (
+        IndexFixing.objects.filter(
+            gpu_model__slug=gpu_model_slug,
+            term=term,
+            currency=currency,
+            status=FixingStatus.FIXED,
+            day__lte=day,
+        )
+        .order_by("-day")
+        .values_list("rate", flat=True)
+        .first()
+    )
+
+
+def index_fixing_series(
+    *, gpu_model_slug: str, term: str, currency: str, start: date, end: date
+) -> list[MarketRate]:
+    """(day, rate) of each `fixed` fixing in [start, end], oldest first."""
+    rows = IndexFixing.objects.filter(
+        gpu_model__slug=gpu_model_slug,
+        term=term,
+        currency=currency,
+        status=FixingStatus.FIXED,
+        day__gte=start,
+        day__lte=end,
+    ).order_by("day")
+    return [MarketRate(day, rate) for day, rate in rows.values_list("day", "rate") if rate]
+
+
+def index_sources() -> QuerySet[IndexSource]:
+    """Registered index sources with their owner and registrar."""
+    return IndexSource.objects.select_related("owner_organization", "registered_by_organization")
+
+
+def index_fixings() -> QuerySet[IndexFixing]:
+    """Fixings with their model."""
+    return IndexFixing.objects.select_related("gpu_model")
+
+
 def fair_market_rate(
     *,
     gpu_model_slug: str,
@@ -35,9 +92,11 @@ def fair_market_rate(
     term: str = PriceTerm.ON_DEMAND,
     currency: str = "USD",
 ) -> Decimal | None:
-    """Median of the observations of the latest day on or before `day`, or None if none.
+    """Median of the raw observations of the latest day on or before `day`, or None if none.
 
-    Only observations in `currency` count: there is no silent currency conversion.
+    Informational only (every observation, registered or not): nothing that moves money reads
+    it; prices read `index_fixing_rate`. Only observations in `currency` count: there is no
+    silent currency conversion.
     """
     series = MarketPrice.objects.filter(
         gpu_model__slug=gpu_model_slug, term=term, currency=currency
@@ -52,7 +111,10 @@ def fair_market_rate(
 def market_series(
     *, gpu_model_slug: str, term: str, currency: str, start: date, end: date
 ) -> list[MarketRate]:
-    """(day, median rate) for each day in [start, end] that has observations, oldest first."""
+    """(day, median rate) of the raw observations of each day in [start, end], oldest first.
+
+    Informational only, like `fair_market_rate`; price steps read `index_fixing_series`.
+    """
     by_day: dict[date, list[Decimal]] = defaultdict(list)
     rows = MarketPrice.objects.filter(
         gpu_model__slug=gpu_model_slug,
@@ -72,8 +134,8 @@ def gpu_models() -> QuerySet[GpuModel]:
 
 
 def market_prices() -> QuerySet[MarketPrice]:
-    """All observations with their model."""
-    return MarketPrice.objects.select_related("gpu_model")
+    """All observations with their model and index source."""
+    return MarketPrice.objects.select_related("gpu_model", "index_source")
 
 
 def visible_condition(*, caller: Caller, owner_field: str, public: Q | None) -> Q | None:

@@ -41,8 +41,13 @@ from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
 from inventory.choices import OutageKind
 from inventory.models import Gpu, Node, Outage, Site
-from inventory.schemas import OutageInput
-from inventory.services import outage_create
+from inventory.schemas import IndexSourceInput, MarketPriceObservation, OutageInput
+from inventory.services import (
+    index_fixings_compute,
+    index_source_register,
+    market_prices_record,
+    outage_create,
+)
 from leasing.models import Allocation, Hold, Lease, Offer, Quote, SlaOffering
 from leasing.services.leases import hold_create, lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
@@ -599,6 +604,40 @@ def _gpu_model(world: World) -> Built:
     return Built(world.node().gpu_model, kwargs={"slug": "h200-sxm"})
 
 
+def _index_source(world: World) -> Built:
+    source = index_source_register(
+        fields=IndexSourceInput(
+            name="tenant A list price",
+            kind="provider_list_price",
+            owner_organization=world.provider.slug,
+        )
+    )
+    return Built(source, kwargs={"pk": source.pk})
+
+
+def _index_fixing(world: World) -> Built:
+    """Yesterday's H200 fixing from three registered publishers and tenant A's list price."""
+    yesterday = timezone.now().date() - timedelta(days=1)
+    for name in ("publisher one", "publisher two", "publisher three"):
+        index_source_register(
+            fields=IndexSourceInput(name=name, kind="published_index", owner_name=name)
+        )
+        market_prices_record(
+            observations=[
+                MarketPriceObservation(
+                    gpu_model="h200-sxm",
+                    observed_on=yesterday,
+                    price_per_gpu_hour=Decimal("3.2"),
+                    currency="USD",
+                    source=name,
+                )
+            ],
+            recorded_by=None,
+        )
+    fixing = index_fixings_compute(day=yesterday).created[0]
+    return Built(fixing, kwargs={"pk": fixing.pk})
+
+
 def _day(days: int = 0) -> str:
     return (timezone.now().astimezone(UTC) + timedelta(days=days)).date().isoformat()
 
@@ -827,6 +866,17 @@ PUBLIC_ROUTES: dict[str, Public] = {
             "series": lambda: {"gpu_model": "h200-sxm"},
             "fair_rate": lambda: {"gpu_model": "h200-sxm"},
         },
+    ),
+    # The market index's sources: every caller reads them; only operator staff write them, so
+    # no tenant can change another's (or its own) source.
+    "index-source": Public(
+        "index sources are the index's public inputs; writes are operator-only",
+        build=_index_source,
+    ),
+    # The market index: fixings are computed by the nightly job and read by everyone.
+    "index-fixing": Public(
+        "fixings are the public market index; read-only, written by the nightly job",
+        build=_index_fixing,
     ),
     # Capacity search: published offers with free GPUs, a computed page, no stored rows.
     "capacity": Public(

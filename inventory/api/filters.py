@@ -42,18 +42,28 @@ class GpuModelFilter(filters.FilterSet):
 
 
 class MarketPriceFilter(filters.FilterSet):
-    """Observations by model, term, currency, source and day window."""
+    """Observations by model, term, currency, source, index source, eligibility and day window."""
 
     gpu_model = filters.CharFilter(field_name="gpu_model__slug")
     term = filters.MultipleChoiceFilter(choices=PriceTerm.choices)
     currency = filters.CharFilter(lookup_expr="iexact")
     source = filters.CharFilter(lookup_expr="icontains")
+    index_source = filters.CharFilter(field_name="index_source__name", lookup_expr="iexact")
+    eligible = filters.BooleanFilter(method="filter_eligible", label="Counts for the index")
     start = filters.DateFilter(field_name="observed_on", lookup_expr="gte")
     end = filters.DateFilter(field_name="observed_on", lookup_expr="lte")
 
     class Meta:
         model = MarketPrice
         fields = {"observed_on": ["exact", "gte", "lte"], "price_per_gpu_hour": ["gte", "lte"]}
+
+    def filter_eligible(
+        self, queryset: QuerySet[MarketPrice], name: str, value: Any
+    ) -> QuerySet[MarketPrice]:
+        if value is None:
+            return queryset
+        counts = Q(index_source__isnull=False, index_source__is_active=True)
+        return queryset.filter(counts) if value else queryset.exclude(counts)
 
 
 class SiteFilter(filters.FilterSet):

@@ -85,10 +85,20 @@ class GpuModelSerializer(serializers.ModelSerializer[GpuModel]):
 
 
 class MarketPriceSerializer(serializers.ModelSerializer[MarketPrice]):
-    """One observed price per GPU-hour."""
+    """One observed price per GPU-hour, and the index source it counts through (if any)."""
 
     gpu_model: serializers.SlugRelatedField[GpuModel] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
+    )
+    index_source: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name",
+        read_only=True,
+        allow_null=True,
+        help_text="The registered index source it is tied to; null: it counts for nothing.",
+    )
+    eligible = serializers.BooleanField(
+        read_only=True,
+        help_text="It counts for the index: tied to a registered, active index source.",
     )
 
     class Meta:
@@ -103,6 +113,8 @@ class MarketPriceSerializer(serializers.ModelSerializer[MarketPrice]):
             "source",
             "sample_size",
             "recorded_at",
+            "index_source",
+            "eligible",
         ]
         read_only_fields = fields
 
@@ -136,11 +148,15 @@ class FairRateSerializer(serializers.Serializer[Any]):
 
 
 class MarketPricesRecordedSerializer(serializers.Serializer[Any]):
-    """What a batch did."""
+    """What a batch did, and how many of its observations count for nothing."""
 
     created = serializers.IntegerField()
     updated = serializers.IntegerField()
     observations = MarketPriceSerializer(many=True)
+    ineligible = serializers.IntegerField(
+        help_text="Observations stored without a registered, active index source."
+    )
+    notice = serializers.CharField(help_text="Why some observations are not eligible; or empty.")
 
 
 class SiteSerializer(_OwnerOnlyFields):

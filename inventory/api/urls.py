@@ -3,6 +3,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from inventory.api.index import IndexFixingViewSet, IndexSourceViewSet
 from inventory.api.views import (
     GpuModelViewSet,
     GpuViewSet,
@@ -16,6 +17,8 @@ from inventory.api.views import (
 router = SimpleRouter()
 router.register("gpu-models", GpuModelViewSet, basename="gpu-model")
 router.register("market-prices", MarketPriceViewSet, basename="market-price")
+router.register("index-sources", IndexSourceViewSet, basename="index-source")
+router.register("indices", IndexFixingViewSet, basename="index-fixing")
 router.register("sites", SiteViewSet, basename="site")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")

@@ -161,8 +161,35 @@ _SERIES_PARAMETERS = [
 ]
 
 
+def _ineligible_notice(count: int, *, caller: Caller) -> str:
+    """Why stored observations count for nothing, in a sentence; empty when they all count."""
+    if not count:
+        return ""
+    if caller.is_operator:
+        return (
+            f"{count} observation(s) name no registered, active index source: they are stored "
+            "but count for nothing in the market index."
+        )
+    return (
+        f"{count} observation(s) are stored but count for nothing in the market index: "
+        "your organization has no active provider_list_price index source (operators "
+        "register index sources)."
+    )
+
+
+_RAW_NOTE = (
+    " Informational: computed from every raw observation, registered or not. Nothing that moves "
+    "money reads it; contracts and leases read the fixings at /api/v1/indices/."
+)
+
+
 class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
-    """The market price index: everyone reads; providers and operators post batches."""
+    """Market observations: everyone reads; providers and operators post batches.
+
+    An observation counts for the market index only through a registered index source: a
+    provider's through its own `provider_list_price` source, an operator's through the source
+    its `source` names. Raw observations move no price; fixings do (/api/v1/indices/).
+    """
 
     queryset = selectors.market_prices()
     serializer_class = MarketPriceSerializer
@@ -189,6 +216,8 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
             "created": recorded.created,
             "updated": recorded.updated,
             "observations": MarketPriceSerializer(recorded.prices, many=True).data,
+            "ineligible": recorded.ineligible,
+            "notice": _ineligible_notice(recorded.ineligible, caller=self.caller),
         }
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -225,10 +254,11 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
             OpenApiParameter("end", date, description="Last day (inclusive); default today."),
         ],
         responses=MarketSeriesSerializer,
+        description="Median price per GPU-hour per day with observations." + _RAW_NOTE,
     )
     @action(detail=False, methods=["get"])
     def series(self, request: Request) -> Response:
-        """Median price per GPU-hour per day with observations, for one model/term/currency."""
+        """Median price per GPU-hour per day with raw observations (informational only)."""
         slug, term, currency = self._series_query(request)
         end = self._date_param(request, "end", date.today())
         # (a year before end, but never before the year 1: `end=0001-01-01` was a 500)
@@ -253,10 +283,14 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
     @extend_schema(
         parameters=[*_SERIES_PARAMETERS, OpenApiParameter("day", date, description="Today.")],
         responses=FairRateSerializer,
+        description=(
+            "Median of the latest day's observations on or before `day`; 404 when none exist."
+            + _RAW_NOTE
+        ),
     )
     @action(detail=False, methods=["get"], url_path="fair-rate")
     def fair_rate(self, request: Request) -> Response:
-        """Median of the latest day's observations on or before `day`; 404 when none exist."""
+        """Median of the latest day's raw observations on or before `day` (informational)."""
         slug, term, currency = self._series_query(request)
         day = self._date_param(request, "day", date.today())
         rate = selectors.fair_market_rate(

@@ -1,20 +1,31 @@
 """Write use cases of the inventory app, one transaction each; `<entity>_<verb>` names.
 
-Split by entity: sites, nodes (with their GPUs), outages, market prices and the bulk import.
+Split by entity: sites, nodes (with their GPUs), outages, market observations, the market index
+(sources and fixings) and the bulk import.
 """
 
 from inventory.services.gpus import gpu_update
 from inventory.services.imports import ImportedNode, ImportResult, nodes_import
+from inventory.services.index import (
+    FixingsComputed,
+    index_fixings_compute,
+    index_source_register,
+    index_source_update,
+)
 from inventory.services.market import MarketPricesRecorded, market_prices_record
 from inventory.services.nodes import node_create, node_delete, node_update
 from inventory.services.outages import outage_create, outage_delete, outage_update
 from inventory.services.sites import site_create, site_delete, site_update
 
 __all__ = [
+    "FixingsComputed",
     "ImportResult",
     "ImportedNode",
     "MarketPricesRecorded",
     "gpu_update",
+    "index_fixings_compute",
+    "index_source_register",
+    "index_source_update",
     "market_prices_record",
     "node_create",
     "node_delete",

@@ -1,4 +1,11 @@
-"""The market price index: batches of observed prices per GPU-hour."""
+"""Market observations: batches of observed prices per GPU-hour, tied to index sources.
+
+An observation moves nothing by itself: it counts for the index only through a registered,
+active index source (inventory.services.index), and contracts read fixings, never raw prices.
+A provider's observations are tied to its own `provider_list_price` source, whatever `source`
+text it sends; an operator's (or the admin's) to the registered source its `source` names.
+Observations without a source are stored but are not eligible.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +13,74 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from celery import current_app
 from django.db import transaction
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.models import Organization
 from core.errors import ValidationFailed
-from inventory.models import MarketPrice
+from inventory.choices import IndexSourceKind
+from inventory.models import IndexSource, MarketPrice
 from inventory.rules import FieldError, currency_errors
 from inventory.schemas import MarketPriceObservation
 from inventory.services.nodes import gpu_models_by_slug, unknown_gpu_model
-
-REEVALUATE_TASK = "contracts.reevaluate_price_steps"
 
 _Key = tuple[int, object, str, str, str]
 
 
 @dataclass(frozen=True)
 class MarketPricesRecorded:
-    """What a batch did: rows created, rows corrected, and all of them in batch order."""
+    """What a batch did: rows created, rows corrected, all of them in batch order, and how
+    many of them count for nothing (no registered, active index source)."""
 
     created: int
     updated: int
     prices: list[MarketPrice]
+    ineligible: int = 0
+
+
+class _SourceFinder:
+    """The index source each observation of a batch is tied to, found once per batch."""
+
+    def __init__(
+        self, *, observations: Sequence[MarketPriceObservation], recorded_by: Organization | None
+    ) -> None:
+        # The admin (no organization) and operator staff vouch for what they enter: the source
+        # they name counts. Anyone else speaks only through its own list-price source.
+        self.by_operator = recorded_by is None or recorded_by.is_operator
+        self.own: IndexSource | None = None
+        self.by_name: dict[str, IndexSource] = {}
+        if self.by_operator:
+            names = {observation.source.lower() for observation in observations}
+            self.by_name = {
+                source.lower_name: source
+                for source in IndexSource.objects.annotate(lower_name=Lower("name")).filter(
+                    lower_name__in=names
+                )
+            }
+        else:
+            self.own = IndexSource.objects.filter(
+                kind=IndexSourceKind.PROVIDER_LIST_PRICE, owner_organization=recorded_by
+            ).first()
+
+    def source_of(self, observation: MarketPriceObservation) -> IndexSource | None:
+        """The registered source the observation counts through, or None."""
+        if self.by_operator:
+            return self.by_name.get(observation.source.lower())
+        return self.own
+
+    def errors(self, observation: MarketPriceObservation) -> list[FieldError]:
+        """The marketplace's own trades come from executed leases, not from a posted batch."""
+        source = self.source_of(observation)
+        if source is not None and source.kind == IndexSourceKind.MARKETPLACE_TRADES:
+            return [
+                FieldError(
+                    "source",
+                    "index_source_not_postable",
+                    f"{source.name!r} is fed by the marketplace's executed leases.",
+                )
+            ]
+        return []
 
 
 def row_errors_response(errors: list[tuple[int, FieldError]], *, code: str, what: str) -> None:
@@ -70,9 +122,11 @@ def market_prices_record(
 ) -> MarketPricesRecorded:
     """Record a batch of observations all or nothing; a repeated observation corrects the first.
 
-    After commit, contracts re-evaluate their price steps for the models whose prices moved.
+    Each is tied to its index source (see the module docstring); nothing is re-priced from here:
+    only fixings move contracts.
     """
     models = gpu_models_by_slug(observation.gpu_model for observation in observations)
+    sources = _SourceFinder(observations=observations, recorded_by=recorded_by)
     today = timezone.now().date()
     errors: list[tuple[int, FieldError]] = []
     first_row: dict[_Key, int] = {}
@@ -80,7 +134,10 @@ def market_prices_record(
         model = models.get(observation.gpu_model)
         errors += [
             (row, error)
-            for error in _observation_errors(observation, known=model is not None, today=today)
+            for error in [
+                *_observation_errors(observation, known=model is not None, today=today),
+                *sources.errors(observation),
+            ]
         ]
         if model is None:
             continue
@@ -140,16 +197,16 @@ def market_prices_record(
             to_update.append(price)
         price.price_per_gpu_hour = observation.price_per_gpu_hour
         price.sample_size = observation.sample_size
+        price.index_source = sources.source_of(observation)
         price.updated_at = timezone.now()
         prices.append(price)
     MarketPrice.objects.bulk_create(to_create)
-    MarketPrice.objects.bulk_update(to_update, ["price_per_gpu_hour", "sample_size", "updated_at"])
-
-    slugs = sorted(models)
-    latest = max(observation.observed_on for observation in observations).isoformat()
-    transaction.on_commit(
-        lambda: current_app.send_task(
-            REEVALUATE_TASK, kwargs={"gpu_model_slugs": slugs, "observed_on": latest}
-        )
+    MarketPrice.objects.bulk_update(
+        to_update, ["price_per_gpu_hour", "sample_size", "index_source", "updated_at"]
     )
-    return MarketPricesRecorded(created=len(to_create), updated=len(to_update), prices=prices)
+    return MarketPricesRecorded(
+        created=len(to_create),
+        updated=len(to_update),
+        prices=prices,
+        ineligible=sum(1 for price in prices if not price.eligible),
+    )

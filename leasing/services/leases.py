@@ -29,7 +29,7 @@ from contracts.services import (
 from core.errors import Conflict, SemanticError, ValidationFailed
 from inventory.choices import GpuHealth
 from inventory.models import Gpu
-from inventory.selectors import fair_market_rate
+from inventory.selectors import index_fixing_rate
 from leasing.choices import (
     LIVE_LEASE_STATUSES,
     AllocationEnd,
@@ -207,10 +207,11 @@ def _lease_contract(
         base_rate_per_gpu_hour=rate,
         committed_gpus=request.gpu_count,
         leased_model_slug=offer.gpu_model.slug,
-        reference_market_rate=fair_market_rate(
+        reference_market_rate=index_fixing_rate(
             gpu_model_slug=offer.gpu_model.slug,
             day=request.start.date(),
             currency=offer.currency,
+            term="on_demand",
         ),
         clauses=offer.contract_template,
         actor=actor,

@@ -1,4 +1,5 @@
-"""A market price batch posted through the API re-prices contracts through a real Celery worker."""
+"""A move of the registered index sources, posted through the API and fixed by the nightly job,
+re-prices contracts through a real Celery worker."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from celery import current_app
 from django.utils import timezone
 
 from contracts.choices import EventKind
@@ -46,12 +48,22 @@ def test_a_market_drop_posted_by_an_operator_steps_the_rate_once(
     # Reference 2.50 USD/GPU-h; a 20 % drop triggers at <= 2.00; re-peg to market x 1.10.
     contract = h200_contract(provider, customer, clauses=[EXIT_3_MONTHS, MARKET_DROP])
     contract_activate(contract=contract, actor="ops", at=datetime(2026, 1, 1, tzinfo=UTC))
-    today = timezone.now().date()
+    client = client_for(operator)
+    # Observations count only through sources an operator registered: three independent
+    # publishers (INDEX_MIN_OWNERS), so their move is the market's, not one party's word.
+    for i in range(3):
+        registered = client.post(
+            "/api/v1/index-sources/",
+            {"name": f"lister-{i}", "kind": "published_index", "owner_name": f"Lister {i}"},
+            format="json",
+        )
+        assert registered.status_code == 201, registered.json()
+    day = timezone.now().date() - timedelta(days=1)  # the day the nightly job fixes
     batch = {
         "observations": [
             {
                 "gpu_model": "h200-sxm",
-                "observed_on": today.isoformat(),
+                "observed_on": day.isoformat(),
                 "price_per_gpu_hour": price,
                 "currency": "USD",
                 "source": f"lister-{i}",
@@ -59,18 +71,21 @@ def test_a_market_drop_posted_by_an_operator_steps_the_rate_once(
             for i, price in enumerate(["1.80", "1.90", "2.00"])
         ]
     }
-    client = client_for(operator)
     response = client.post("/api/v1/market-prices/", batch, format="json")
     assert response.status_code in (200, 201), response.json()
+    assert all(row["eligible"] for row in response.json()["observations"])
+    # The beat job fixes the day on the worker; the changed fixing re-prices contracts there.
+    current_app.send_task("inventory.fix_indices", kwargs={"day": day.isoformat()})
     steps = ContractEvent.objects.filter(contract=contract, kind=EventKind.PRICE_STEP)
     assert wait_for(steps.exists), "the worker never applied the price step"
     step = steps.get()
-    # Median of the day 1.90 <= 2.00: re-pegged to 1.90 x 1.10 = 2.09 from the next period.
+    # Fixing of the day 1.90 <= 2.00: re-pegged to 1.90 x 1.10 = 2.09 from the next period.
     assert step.rate == Decimal("2.090000")
     assert step.effective_at > timezone.now() - timedelta(days=1)
     assert step.effective_at.day == 1
-    # The same observations again: the trigger never applies twice.
+    # The same observations and the same job again: the trigger never applies twice.
     again = client.post("/api/v1/market-prices/", batch, format="json")
     assert again.status_code in (200, 201)
+    current_app.send_task("inventory.fix_indices", kwargs={"day": day.isoformat()})
     time.sleep(3)
     assert steps.count() == 1

@@ -146,6 +146,8 @@ def test_the_openapi_schema_describes_the_inventory_endpoints(admin_client):
     for path in (
         "/api/v1/gpu-models/",
         "/api/v1/market-prices/",
+        "/api/v1/index-sources/",
+        "/api/v1/indices/",
         "/api/v1/sites/",
         "/api/v1/nodes/",
         "/api/v1/gpus/",

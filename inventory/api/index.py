@@ -1,0 +1,209 @@
+"""The market index API: registered index sources and the daily fixings.
+
+- /api/v1/index-sources/: every organization reads the sources; operator staff register and
+  change them (403 operator_only for anyone else). Kind and owner never change: a different
+  owner is a different source (400 index_source_identity_fixed). No delete: deactivate it.
+- /api/v1/indices/: the fixings, read-only, for every authenticated caller. Each carries the
+  rate (null when the day had too few independent owners), its inputs (parameters, every
+  observation and vote), what was dropped and why, and a sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.api.mixins import OrganizationScopedMixin
+from accounts.permissions import HasOrganizationScope, IsOperator
+from core.api.idempotency import idempotent
+from core.errors import ValidationFailed
+from inventory import selectors, services
+from inventory.choices import FixingStatus, IndexSourceKind, PriceTerm
+from inventory.models import GpuModel, IndexFixing, IndexSource
+from inventory.rules import FieldError, raise_if_any
+from inventory.schemas import IndexSourceChanges, IndexSourceInput, parse
+
+_IDENTITY_FIELDS = ("kind", "owner_organization", "owner_name")
+
+
+class IndexSourceFilter(django_filters.FilterSet):
+    """Sources by kind, owner, activity and name."""
+
+    kind = django_filters.MultipleChoiceFilter(choices=IndexSourceKind.choices)
+    owner_organization = django_filters.CharFilter(field_name="owner_organization__slug")
+    name = django_filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = IndexSource
+        fields = {"is_active": ["exact"], "weight": ["gte", "lte"]}
+
+
+class IndexFixingFilter(django_filters.FilterSet):
+    """Fixings by model, term, currency, status and a window of days (`from`, `to` inclusive)."""
+
+    gpu_model = django_filters.CharFilter(field_name="gpu_model__slug")
+    term = django_filters.MultipleChoiceFilter(choices=PriceTerm.choices)
+    currency = django_filters.CharFilter(lookup_expr="iexact")
+    status = django_filters.MultipleChoiceFilter(choices=FixingStatus.choices)
+
+    class Meta:
+        model = IndexFixing
+        fields = {"day": ["exact", "gte", "lte"]}
+
+
+# `from` and `to` are Python keywords, so they cannot be declared as class attributes.
+IndexFixingFilter.base_filters["from"] = django_filters.DateFilter(
+    field_name="day", lookup_expr="gte", label="First day (inclusive)"
+)
+IndexFixingFilter.base_filters["to"] = django_filters.DateFilter(
+    field_name="day", lookup_expr="lte", label="Last day (inclusive)"
+)
+
+
+class IndexSourceSerializer(serializers.ModelSerializer[IndexSource]):
+    """A registered source; `independence_key` is the owner its vote counts for."""
+
+    owner_organization: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    registered_by_organization: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    independence_key = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = IndexSource
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "owner_organization",
+            "owner_name",
+            "independence_key",
+            "weight",
+            "is_active",
+            "notes",
+            "registered_by_organization",
+            "registered_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class IndexFixingSerializer(serializers.ModelSerializer[IndexFixing]):
+    """One day's fixing of a model, term and currency; null rate when no fixing could be made."""
+
+    gpu_model: serializers.SlugRelatedField[GpuModel] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    rate_per_gpu_hour = serializers.DecimalField(
+        source="rate", max_digits=14, decimal_places=6, read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = IndexFixing
+        fields = [
+            "id",
+            "gpu_model",
+            "term",
+            "currency",
+            "day",
+            "status",
+            "rate_per_gpu_hour",
+            "methodology",
+            "owner_count",
+            "explanation",
+            "inputs",
+            "dropped",
+            "computed_at",
+        ]
+        read_only_fields = fields
+
+
+def _body(request: Request) -> dict[str, Any]:
+    """The JSON object of a request body, or a 400."""
+    if not isinstance(request.data, dict):
+        raise_if_any([FieldError("__root__", "invalid", "Send a JSON object.")])
+    return dict(request.data)
+
+
+class IndexSourceViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[IndexSource],
+):
+    """Sources of market observations that count for the index; operators keep them."""
+
+    queryset = selectors.index_sources()
+    serializer_class = IndexSourceSerializer
+    filterset_class = IndexSourceFilter
+    lookup_value_regex = r"\d+"
+    ordering_fields = ["name", "kind", "weight", "registered_at", "id"]
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset  # the index's inputs are public: every organization reads them
+
+    def get_permissions(self) -> list[BasePermission]:
+        if self.request.method in SAFE_METHODS:
+            return [HasOrganizationScope()]
+        return [IsOperator()]
+
+    @extend_schema(
+        request=IndexSourceInput, responses={201: IndexSourceSerializer, 409: OpenApiResponse()}
+    )
+    @idempotent
+    def create(self, request: Request) -> Response:
+        """Register a source (operators); a name, or a provider's list price, twice is a 409."""
+        source = services.index_source_register(
+            fields=parse(IndexSourceInput, _body(request)),
+            registered_by=request.user,
+            registered_by_organization=self.caller.organization,
+        )
+        source = selectors.index_sources().get(pk=source.pk)
+        return Response(IndexSourceSerializer(source).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=IndexSourceChanges, responses={200: IndexSourceSerializer, 409: OpenApiResponse()}
+    )
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        """Change name, weight, activity or notes (operators); every change is in its history."""
+        source = self.get_object()
+        changes = _body(request)
+        fixed = [name for name in _IDENTITY_FIELDS if name in changes]
+        if fixed:
+            raise ValidationFailed(
+                f"{', '.join(fixed)} cannot change: a different owner or kind is a new source.",
+                code="index_source_identity_fixed",
+                detail={"field": fixed[0]},
+            )
+        source = services.index_source_update(
+            source=source,
+            changes=parse(IndexSourceChanges, changes),
+            changed_by=request.user,
+            changed_by_organization=self.caller.organization,
+        )
+        source = selectors.index_sources().get(pk=source.pk)
+        return Response(IndexSourceSerializer(source).data)
+
+
+class IndexFixingViewSet(OrganizationScopedMixin, viewsets.ReadOnlyModelViewSet[IndexFixing]):
+    """The market index: one fixing per GPU model, term, currency and day, newest first."""
+
+    queryset = selectors.index_fixings()
+    serializer_class = IndexFixingSerializer
+    filterset_class = IndexFixingFilter
+    lookup_value_regex = r"\d+"
+    ordering_fields = ["day", "id"]
+    ordering = ["-day", "-id"]
+
+    def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset  # a public index: every organization reads all of it
