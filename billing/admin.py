@@ -30,6 +30,7 @@ from billing.models import (
     CreditNote,
     CreditNoteLine,
     Invoice,
+    InvoiceEvent,
     InvoiceLine,
     InvoiceStatus,
     StripeCustomer,
@@ -165,6 +166,18 @@ class InvoiceLineInline(ReadOnlyMixin, admin.TabularInline[InvoiceLine, Invoice]
         return _event_links(self.admin_site, list(line.events.all()))
 
 
+class InvoiceEventInline(ReadOnlyMixin, admin.TabularInline[InvoiceEvent, Invoice]):
+    """The invoice's status history: every move, when, by whom and why."""
+
+    model = InvoiceEvent
+    extra = 0
+    can_delete = False
+    ordering = ["effective_at", "id"]
+    verbose_name = "status change"
+    verbose_name_plural = "status history"
+    fields = readonly_fields = ("effective_at", "from_status", "to_status", "actor", "explanation")
+
+
 class VoidForm(forms.Form):
     """Why the selected invoices are voided (kept on each invoice)."""
 
@@ -205,7 +218,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
     search_fields = ["number", "contract__number"]
     list_select_related = ["contract", "issuer", "customer"]
     date_hierarchy = "period_start"
-    inlines = [InvoiceLineInline]
+    inlines = [InvoiceLineInline, InvoiceEventInline]
     actions = ["finalize", "void", "issue_credit_note", "send_again"]
     change_form_template = "admin/billing/invoice/change_form.html"
     fieldsets = [

@@ -49,8 +49,9 @@ from inventory.choices import OutageKind
 from inventory.models import Gpu, Node, Outage, Site
 from inventory.schemas import OutageInput
 from inventory.services import outage_create
-from leasing.models import Allocation, Hold, Lease, Offer, Quote, SlaOffering
-from leasing.services.leases import hold_create, lease_create, request_build
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote, SlaOffering
+from leasing.services.holds import hold_create
+from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
@@ -277,7 +278,10 @@ class World:
 
     def hold(self) -> Hold:
         return self.once(
-            "hold", lambda: hold_create(customer=self.customer, request=self.lease_request(1))
+            "hold",
+            lambda: hold_create(
+                customer=self.customer, request=self.lease_request(1), actor="tenant"
+            ),
         )
 
     def quote(self) -> Quote:
@@ -497,6 +501,7 @@ def _hold(world: World, _: str) -> Built:
         watch=[
             Allocation.objects.filter(hold=hold),
             Hold.objects.filter(customer=world.customer),
+            LeaseEvent.objects.filter(hold__customer=world.customer),
         ],
     )
 
@@ -519,6 +524,8 @@ def _lease(world: World, _: str) -> Built:
             AcceptanceRun.objects.filter(contract_id=lease.contract_id),
             Hold.objects.filter(customer=world.customer),
             Lease.objects.filter(customer=world.customer),
+            LeaseEvent.objects.filter(lease__customer=world.customer),
+            LeaseEvent.objects.filter(hold__customer=world.customer),
         ],
     )
 
@@ -781,6 +788,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
             "create": lambda b: {"metric": "output_tokens_per_s", "measured_value": "2600"},
         },
     ),
+    # A lease's history: its customer and the provider of its offer read it, nobody else.
+    "lease-event": Resource(owners=(CUSTOMER, PROVIDER), build=_lease),
     "usage-event": Resource(
         owners=(PROVIDER,),
         build=_usage,

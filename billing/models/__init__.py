@@ -10,6 +10,7 @@ from billing.models.economics import (
     SignalLevel,
 )
 from billing.models.invoices import (
+    INVOICE_LIFECYCLE,
     INVOICE_TRANSITIONS,
     ISSUED_STATUSES,
     BillingRun,
@@ -18,6 +19,7 @@ from billing.models.invoices import (
     CreditNoteLine,
     DocumentSequence,
     Invoice,
+    InvoiceEvent,
     InvoiceLine,
     InvoiceStatus,
     LineKind,
@@ -34,6 +36,7 @@ from billing.models.usage import (
 )
 
 __all__ = [
+    "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
     "AssetEconomics",
@@ -48,6 +51,7 @@ __all__ = [
     "EconomicsRun",
     "FxRate",
     "Invoice",
+    "InvoiceEvent",
     "InvoiceLine",
     "InvoiceStatus",
     "LineKind",

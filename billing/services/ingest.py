@@ -27,6 +27,7 @@ from billing.schemas import USAGE_EVENTS, UsageEventIn
 from billing.selectors import contract_ends_at
 from contracts.choices import ContractStatus, PricingBasis
 from contracts.engine import billing_periods
+from contracts.locks import contracts_share_lock
 from contracts.models import Contract
 from contracts.selectors import contract_terms
 from core.errors import ApplicationError, ValidationFailed
@@ -225,11 +226,7 @@ def _contract_windows(
     # so a batch and a finalization of the same contract never interleave. Either the batch
     # commits first and the invoice counts it, or the invoice is issued first and the batch,
     # reading it below, books its events as late.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM contracts_contract WHERE id = ANY(%s) ORDER BY id FOR SHARE",
-            [list(contracts.values_list("pk", flat=True))],
-        )
+    contracts_share_lock(contracts.values_list("pk", flat=True))
     invoiced_until = dict(
         Invoice.objects.filter(contract__in=contracts, status__in=ISSUED_STATUSES)
         .values("contract_id")
