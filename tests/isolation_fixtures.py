@@ -260,10 +260,8 @@ class World:
         return self.once("contract", make)
 
     def invoice(self) -> Invoice:
-        return self.once(
-            "invoice",
-            lambda: make_issued_invoice(self.provider, self.customer, contract=self.contract()),
-        )
+        """January's invoice of a lease of the provider's (its own pool, apart from node())."""
+        return self.once("invoice", lambda: make_issued_invoice(self.provider, self.customer))
 
     def lease_request(self, gpus: int) -> Any:
         return request_build(offer=self.offer(), gpu_count=gpus, start=hour_from_now(), hours=24)
