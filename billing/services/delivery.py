@@ -39,6 +39,7 @@ from billing.rendering import (
     invoice_text,
 )
 from billing.services.documents import invoice_transition
+from billing.services.stripe import stripe_enabled, stripe_invoice_push
 from core.errors import ApplicationError, Conflict, SemanticError
 
 logger = logging.getLogger(__name__)
@@ -195,8 +196,6 @@ def _stripe_step(invoice: Invoice, *, now: datetime) -> str:
     # the Stripe invoice exists and resumes a half-done push itself.
     if invoice.stripe_pushed_at is not None:
         return "already_pushed"
-    from billing.services.stripe import stripe_enabled, stripe_invoice_push
-
     if not stripe_enabled():
         return "disabled"
     stripe_id = stripe_invoice_push(invoice=invoice)

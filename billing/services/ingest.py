@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
@@ -330,10 +331,12 @@ def _write(
 
 
 def _enqueue_rollup_refresh(batch_id: int) -> None:
-    """Ask the ingest queue to refresh the rollups of the hours this batch touched."""
-    from billing.tasks import ingest_rollup_refresh  # tasks import services, not the reverse
+    """Ask the ingest queue to refresh the rollups of the hours this batch touched.
 
-    ingest_rollup_refresh.delay(batch_id)
+    By task name (tasks import services, not the reverse); nobody reads its result, so sending
+    it never subscribes to the result backend inside the request that committed the batch.
+    """
+    current_app.send_task("billing.ingest_rollup_refresh", args=[batch_id], ignore_result=True)
 
 
 @transaction.atomic
