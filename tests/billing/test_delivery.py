@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
-import types
 from decimal import Decimal
 from pathlib import Path
 
@@ -325,11 +323,9 @@ def test_the_invoice_is_pushed_to_stripe_once_when_enabled(invoice, mailoutbox, 
         pushed.append(invoice.pk)
         return "in_test_123"
 
-    # Stripe is the network edge: a stand-in module with the same two functions.
-    fake = types.ModuleType("billing.services.stripe")
-    fake.stripe_enabled = lambda: True  # type: ignore[attr-defined]
-    fake.stripe_invoice_push = push  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "billing.services.stripe", fake)
+    # Stripe is the network edge: stand-ins for the two functions delivery calls.
+    monkeypatch.setattr("billing.services.delivery.stripe_enabled", lambda: True)
+    monkeypatch.setattr("billing.services.delivery.stripe_invoice_push", push)
 
     first = invoice_deliver(invoice_id=invoice.pk)
     second = invoice_deliver(invoice_id=invoice.pk)
@@ -346,10 +342,8 @@ def test_an_unreachable_stripe_is_recorded_and_raised_for_a_retry(invoice, mailo
     def unreachable(*, invoice: Invoice) -> str:
         raise ApplicationError("Stripe is down.", code="stripe_unavailable", status_code=503)
 
-    fake = types.ModuleType("billing.services.stripe")
-    fake.stripe_enabled = lambda: True  # type: ignore[attr-defined]
-    fake.stripe_invoice_push = unreachable  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "billing.services.stripe", fake)
+    monkeypatch.setattr("billing.services.delivery.stripe_enabled", lambda: True)
+    monkeypatch.setattr("billing.services.delivery.stripe_invoice_push", unreachable)
 
     with pytest.raises(ApplicationError):
         invoice_deliver(invoice_id=invoice.pk)
