@@ -557,7 +557,9 @@ def _usage(world: World, _: str) -> Built:
 
 def _invoice(world: World, _: str) -> Built:
     invoice = world.invoice()
-    return Built(invoice, kwargs={"pk": invoice.pk}, refs={"contract": invoice.contract_id})
+    # The preview names a contract with a running period: the parties' contract in force (the
+    # invoice's own lease ended in 2026).
+    return Built(invoice, kwargs={"pk": invoice.pk}, refs={"contract": world.contract().pk})
 
 
 def _credit_note(world: World, _: str) -> Built:
