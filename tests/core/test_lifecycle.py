@@ -86,7 +86,7 @@ def test_advance_refuses_a_move_off_the_map_without_writing():
     assert door.name == "shut" and written == []
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_advance_refuses_to_run_outside_a_transaction():
     door = Organization.objects.create(name="shut", slug="door", is_customer=True)
     with pytest.raises(RuntimeError, match="inside a transaction"):
