@@ -54,13 +54,8 @@ from inventory.services import index_fixings_compute, market_prices_record, outa
 from leasing.demo import ACCEPTANCE, EXIT_TERMS, SLA_CREDITS
 from leasing.models import Allocation, Lease, Offer, SlaOffering
 from leasing.pricing import add_months
-from leasing.services.leases import (
-    lease_acceptance_run_record,
-    lease_create,
-    lease_exit,
-    leases_end_due,
-    request_build,
-)
+from leasing.services.changes import lease_acceptance_run_record, lease_exit, leases_end_due
+from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_subscription_create
 
 ACTOR = "demo"

@@ -9,6 +9,7 @@ from celery import shared_task
 from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
+from billing.services.delivery import invoice_deliver
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.stripe import StripeUnavailable
@@ -45,8 +46,6 @@ def run_cycle(as_of: str | None = None) -> int:
 )
 def deliver_invoice(invoice_id: int) -> dict[str, object]:
     """PDF, e-mail and Stripe for one finalized invoice; every step resumes where it stopped."""
-    from billing.services.delivery import invoice_deliver
-
     return invoice_deliver(invoice_id=invoice_id)
 
 

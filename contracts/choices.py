@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
+
+from core.lifecycle import Lifecycle
+
+if TYPE_CHECKING:
+    from contracts.models import Contract
 
 
 class PricingBasis(models.TextChoices):
@@ -91,6 +98,9 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     S.SUSPENDED: frozenset({S.ACTIVE, S.PENDING_ACCEPTANCE, S.NOTICE_GIVEN, S.ENDED}),
     S.ENDED: frozenset(),
 }
+
+# The only way a contract's status changes (contracts.services.lifecycle.contract_status_advance).
+CONTRACT_LIFECYCLE: Lifecycle[Contract] = Lifecycle("contract", ALLOWED_TRANSITIONS)
 
 # Statuses in which the parties are bound and clauses are evaluated.
 LIVE_STATUSES = frozenset({S.PENDING_ACCEPTANCE, S.ACTIVE, S.NOTICE_GIVEN, S.SUSPENDED})

@@ -1,12 +1,10 @@
 """Domain errors of the contracts app."""
 
-from core.errors import Conflict, NotFound, ValidationFailed
+from core.errors import NotFound, ValidationFailed
+from core.lifecycle import TransitionNotAllowed
 
-
-class TransitionNotAllowed(Conflict):
-    """The status change is not in the contract lifecycle map (409)."""
-
-    code = "transition_not_allowed"
+# A move off the contract lifecycle map (409): the one error class of every lifecycle.
+__all__ = ["ContractNotFound", "InvalidContract", "TransitionNotAllowed"]
 
 
 class ContractNotFound(NotFound):

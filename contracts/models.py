@@ -192,6 +192,19 @@ class ContractEvent(models.Model):
                 condition=Q(amount__isnull=True) | ~Q(currency=""),
                 name="contract_event_amount_has_currency",
             ),
+            # A status row is a move from one status to another (the lifecycle writes it).
+            models.CheckConstraint(
+                condition=~Q(kind=EventKind.STATUS_CHANGED)
+                | (~Q(from_status="") & ~Q(to_status="") & ~Q(from_status=F("to_status"))),
+                name="contract_event_status_change_moves",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(from_status__in=["", *ContractStatus.values])
+                    & Q(to_status__in=["", *ContractStatus.values])
+                ),
+                name="contract_event_statuses_known",
+            ),
         ]
 
     def __str__(self) -> str:

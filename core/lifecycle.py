@@ -11,7 +11,7 @@ at all.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -38,6 +38,8 @@ class StatusChange:
     at: datetime
     actor: str
     reason: str
+    # The facts behind the move (an end reason, the contract's status ...) for the row's inputs.
+    inputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 EventWriter = Callable[[Any, StatusChange], object]
@@ -102,6 +104,7 @@ class Lifecycle(Generic[M]):
         reason: str,
         record: EventWriter,
         update_fields: Iterable[str] = (),
+        inputs: Mapping[str, Any] | None = None,
     ) -> StatusChange:
         """Move a locked row to `to`, save it with `update_fields`, and write its audit row.
 
@@ -124,6 +127,7 @@ class Lifecycle(Generic[M]):
             at=at,
             actor=actor,
             reason=reason,
+            inputs=dict(inputs or {}),
         )
         record(obj, change)
         return change

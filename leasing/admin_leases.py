@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from contracts.models import AcceptanceRun
 from inventory.models import Node
-from leasing.models import Allocation, Hold, Lease, PreemptionNotice
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
 
 
 class AllocationInline(admin.TabularInline[Allocation, Lease]):
@@ -55,6 +55,39 @@ class PreemptionInline(admin.TabularInline[PreemptionNotice, Lease]):
         return False
 
 
+class LeaseEventInline(admin.TabularInline[LeaseEvent, Any]):
+    """The history of a lease or hold: status changes and the other changes, oldest first."""
+
+    model = LeaseEvent
+    extra = 0
+    can_delete = False
+    ordering = ["effective_at", "id"]
+    verbose_name = "event"
+    verbose_name_plural = "history"
+    fields = readonly_fields = (
+        "effective_at",
+        "kind",
+        "from_status",
+        "to_status",
+        "actor",
+        "explanation",
+    )
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class LeaseHistoryInline(LeaseEventInline):
+    fk_name = "lease"
+
+
+class HoldHistoryInline(LeaseEventInline):
+    fk_name = "hold"
+
+
 @admin.register(Lease)
 class LeaseAdmin(admin.ModelAdmin[Lease]):
     list_display = [
@@ -73,7 +106,7 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
     list_filter = ["status", "pricing_mode", "workload", "placement", "offer__provider"]
     search_fields = ["contract__number", "customer__name", "offer__name"]
     list_select_related = ["contract", "customer", "offer"]
-    inlines = [AllocationInline, PreemptionInline]
+    inlines = [AllocationInline, PreemptionInline, LeaseHistoryInline]
     readonly_fields = [
         "customer",
         "offer",
@@ -116,6 +149,7 @@ class HoldAdmin(admin.ModelAdmin[Hold]):
     list_filter = ["status"]
     list_select_related = ["customer", "offer"]
     readonly_fields = [f.name for f in Hold._meta.fields]
+    inlines = [HoldHistoryInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
+
+from core.lifecycle import Lifecycle
+
+if TYPE_CHECKING:
+    from leasing.models import Hold, Lease
 
 
 class OfferStatus(models.TextChoices):
@@ -46,6 +53,13 @@ class LeaseStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+HOLD_TRANSITIONS: dict[str, frozenset[str]] = {
+    HoldStatus.ACTIVE: frozenset({HoldStatus.CONVERTED, HoldStatus.RELEASED, HoldStatus.EXPIRED}),
+    HoldStatus.CONVERTED: frozenset(),
+    HoldStatus.RELEASED: frozenset(),
+    HoldStatus.EXPIRED: frozenset(),
+}
+
 LEASE_TRANSITIONS: dict[str, frozenset[str]] = {
     LeaseStatus.PENDING_ACCEPTANCE: frozenset(
         {LeaseStatus.ACTIVE, LeaseStatus.CANCELLED, LeaseStatus.ENDED}
@@ -55,7 +69,23 @@ LEASE_TRANSITIONS: dict[str, frozenset[str]] = {
     LeaseStatus.CANCELLED: frozenset(),
 }
 
+# The only ways a hold's or a lease's status changes; each move writes one LeaseEvent row.
+HOLD_LIFECYCLE: Lifecycle[Hold] = Lifecycle("hold", HOLD_TRANSITIONS)
+LEASE_LIFECYCLE: Lifecycle[Lease] = Lifecycle("lease", LEASE_TRANSITIONS)
+
 LIVE_LEASE_STATUSES = frozenset({LeaseStatus.PENDING_ACCEPTANCE, LeaseStatus.ACTIVE})
+
+
+class LeaseEventKind(models.TextChoices):
+    """What a row of a lease's (or a hold's) history records."""
+
+    CREATED = "created", "Created"
+    STATUS_CHANGED = "status_changed", "Status changed"
+    EXTENDED = "extended", "Extended"
+    EXIT_REQUESTED = "exit_requested", "Exit requested"
+    GPU_REPLACED = "gpu_replaced", "GPU replaced"
+    PREEMPTED = "preempted", "Interruptible GPUs preempted"
+    REJECTED = "rejected", "Rejected after failed acceptance"
 
 
 class AllocationEnd(models.TextChoices):

@@ -19,13 +19,8 @@ from accounts.models import Organization
 from contracts.services import contracts_end_due
 from inventory.models import Node, Site
 from leasing.models import Lease, Offer, SlaOffering
-from leasing.services.leases import (
-    lease_acceptance_run_record,
-    lease_create,
-    lease_reject,
-    leases_end_due,
-    request_build,
-)
+from leasing.services.changes import lease_acceptance_run_record, lease_reject, leases_end_due
+from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_offering_create
 
 ACTOR = "demo"

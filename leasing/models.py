@@ -1,5 +1,5 @@
 """The shop: offers, SLA offerings and their subscriptions, quotes and the shortfalls of quotes
-that found no capacity, holds, leases and the GPU allocations behind them."""
+that found no capacity, holds, leases, the GPU allocations behind them and their history."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from inventory.models import Gpu, GpuModel, Node, Site
 from leasing.choices import (
     AllocationEnd,
     HoldStatus,
+    LeaseEventKind,
     LeaseStatus,
     OfferStatus,
     PricingMode,
@@ -360,3 +361,76 @@ class PreemptionNotice(models.Model):
 
     def __str__(self) -> str:
         return f"preemption of lease {self.lease_id} at {self.cut_at}"
+
+
+class LeaseEvent(models.Model):
+    """One row of the history of a lease or of a hold: a status change or another change that
+    matters (created, extended, exit requested, GPU replaced, preempted, rejected), with its
+    inputs and a sentence a person can read.
+
+    Status rows are written by the lease and hold lifecycles in the transaction of the change,
+    so every status a lease or hold went through has exactly one row.
+    """
+
+    lease = models.ForeignKey(
+        Lease, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    hold = models.ForeignKey(
+        Hold, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    kind = models.CharField(max_length=32, choices=LeaseEventKind.choices)
+    effective_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    actor = models.CharField(max_length=200, blank=True, help_text="Who or what decided.")
+    from_status = models.CharField(max_length=24, blank=True)
+    to_status = models.CharField(max_length=24, blank=True)
+    explanation = models.TextField()
+    inputs = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["effective_at", "id"]
+        indexes = [
+            models.Index(fields=["lease", "effective_at"], name="lease_event_lease_idx"),
+            models.Index(fields=["hold", "effective_at"], name="lease_event_hold_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(lease__isnull=False) & Q(hold__isnull=True))
+                | (Q(lease__isnull=True) & Q(hold__isnull=False)),
+                name="lease_event_of_a_lease_or_a_hold",
+            ),
+            # A status row is a move: from one known status to another.
+            models.CheckConstraint(
+                condition=~Q(kind=LeaseEventKind.STATUS_CHANGED)
+                | (~Q(from_status="") & ~Q(to_status="") & ~Q(from_status=F("to_status"))),
+                name="lease_event_status_change_moves",
+            ),
+            # Only a status row has a status it came from.
+            models.CheckConstraint(
+                condition=Q(kind=LeaseEventKind.STATUS_CHANGED) | Q(from_status=""),
+                name="lease_event_from_status_only_on_moves",
+            ),
+            # Statuses of a lease's rows are lease statuses; of a hold's rows, hold statuses.
+            models.CheckConstraint(
+                condition=(
+                    Q(lease__isnull=True)
+                    | (
+                        Q(from_status__in=["", *LeaseStatus.values])
+                        & Q(to_status__in=["", *LeaseStatus.values])
+                    )
+                )
+                & (
+                    Q(hold__isnull=True)
+                    | (
+                        Q(from_status__in=["", *HoldStatus.values])
+                        & Q(to_status__in=["", *HoldStatus.values])
+                    )
+                ),
+                name="lease_event_statuses_known",
+            ),
+            models.CheckConstraint(condition=~Q(explanation=""), name="lease_event_explained"),
+        ]
+
+    def __str__(self) -> str:
+        subject = f"lease {self.lease_id}" if self.lease_id else f"hold {self.hold_id}"
+        return f"{subject} {self.kind} @ {self.effective_at:%Y-%m-%d %H:%M}"

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from leasing.services.allocation import expired_holds_release
-from leasing.services.leases import leases_end_due
+from leasing.services.changes import leases_end_due
 
 
 @shared_task(name="leasing.expire_holds")

@@ -48,8 +48,9 @@ from inventory.services import (
     market_prices_record,
     outage_create,
 )
-from leasing.models import Allocation, Hold, Lease, Offer, Quote, SlaOffering
-from leasing.services.leases import hold_create, lease_create, request_build
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote, SlaOffering
+from leasing.services.holds import hold_create
+from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
@@ -258,10 +259,8 @@ class World:
         return self.once("contract", make)
 
     def invoice(self) -> Invoice:
-        return self.once(
-            "invoice",
-            lambda: make_issued_invoice(self.provider, self.customer, contract=self.contract()),
-        )
+        """January's invoice of a lease of the provider's (its own pool, apart from node())."""
+        return self.once("invoice", lambda: make_issued_invoice(self.provider, self.customer))
 
     def lease_request(self, gpus: int) -> Any:
         return request_build(offer=self.offer(), gpu_count=gpus, start=hour_from_now(), hours=24)
@@ -276,7 +275,10 @@ class World:
 
     def hold(self) -> Hold:
         return self.once(
-            "hold", lambda: hold_create(customer=self.customer, request=self.lease_request(1))
+            "hold",
+            lambda: hold_create(
+                customer=self.customer, request=self.lease_request(1), actor="tenant"
+            ),
         )
 
     def quote(self) -> Quote:
@@ -496,6 +498,7 @@ def _hold(world: World, _: str) -> Built:
         watch=[
             Allocation.objects.filter(hold=hold),
             Hold.objects.filter(customer=world.customer),
+            LeaseEvent.objects.filter(hold__customer=world.customer),
         ],
     )
 
@@ -518,6 +521,8 @@ def _lease(world: World, _: str) -> Built:
             AcceptanceRun.objects.filter(contract_id=lease.contract_id),
             Hold.objects.filter(customer=world.customer),
             Lease.objects.filter(customer=world.customer),
+            LeaseEvent.objects.filter(lease__customer=world.customer),
+            LeaseEvent.objects.filter(hold__customer=world.customer),
         ],
     )
 
@@ -551,7 +556,9 @@ def _usage(world: World, _: str) -> Built:
 
 def _invoice(world: World, _: str) -> Built:
     invoice = world.invoice()
-    return Built(invoice, kwargs={"pk": invoice.pk}, refs={"contract": invoice.contract_id})
+    # The preview names a contract with a running period: the parties' contract in force (the
+    # invoice's own lease ended in 2026).
+    return Built(invoice, kwargs={"pk": invoice.pk}, refs={"contract": world.contract().pk})
 
 
 def _credit_note(world: World, _: str) -> Built:
@@ -814,6 +821,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
             "create": lambda b: {"metric": "output_tokens_per_s", "measured_value": "2600"},
         },
     ),
+    # A lease's history: its customer and the provider of its offer read it, nobody else.
+    "lease-event": Resource(owners=(CUSTOMER, PROVIDER), build=_lease),
     "usage-event": Resource(
         owners=(PROVIDER,),
         build=_usage,

@@ -25,6 +25,7 @@ from accounts.api.mixins import OrganizationScopedMixin
 from billing.models import CreditNote, CreditNoteLine, Invoice, InvoiceLine, InvoiceStatus
 from billing.rating import LineDraft, RatedInvoice
 from billing.selectors import open_period
+from billing.services.delivery import invoice_pdf_store
 from billing.services.invoices import invoice_preview
 from contracts.models import Contract, ContractEvent
 from contracts.selectors import contracts_of
@@ -242,8 +243,6 @@ class InvoiceViewSet(
     @action(detail=True, methods=["get"], url_path="pdf")
     def pdf(self, request: Request, pk: str | None = None) -> HttpResponse:
         """The invoice as a PDF (the stored file, rendered once at delivery)."""
-        from billing.services.delivery import invoice_pdf_store
-
         invoice = self.get_object()
         if invoice.status == InvoiceStatus.DRAFT:
             raise Conflict("A draft has no PDF yet.", code="invoice_not_issued")

@@ -1,6 +1,7 @@
 """Billing models, one module per area; import them from here."""
 
 from billing.models.invoices import (
+    INVOICE_LIFECYCLE,
     INVOICE_TRANSITIONS,
     ISSUED_STATUSES,
     BillingRun,
@@ -9,6 +10,7 @@ from billing.models.invoices import (
     CreditNoteLine,
     DocumentSequence,
     Invoice,
+    InvoiceEvent,
     InvoiceLine,
     InvoiceStatus,
     LineKind,
@@ -25,6 +27,7 @@ from billing.models.usage import (
 )
 
 __all__ = [
+    "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
     "BillingRun",
@@ -33,6 +36,7 @@ __all__ = [
     "CreditNoteLine",
     "DocumentSequence",
     "Invoice",
+    "InvoiceEvent",
     "InvoiceLine",
     "InvoiceStatus",
     "LineKind",

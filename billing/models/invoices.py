@@ -1,4 +1,5 @@
-"""Invoices, their lines, credit notes, gapless numbering, billing-run logs and Stripe records."""
+"""Invoices, their lines and status history, credit notes, gapless numbering, billing-run logs
+and Stripe records."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.db.models import F, Q
 
 from accounts.models import Organization
 from contracts.models import Contract, ContractEvent
+from core.lifecycle import Lifecycle
 
 RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
 AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 4}
@@ -175,6 +177,45 @@ class Invoice(models.Model):
     @property
     def is_draft(self) -> bool:
         return self.status == S.DRAFT
+
+
+# The only way an invoice's status changes (billing.services.documents); each move writes one
+# InvoiceEvent row.
+INVOICE_LIFECYCLE: Lifecycle[Invoice] = Lifecycle(
+    "invoice", INVOICE_TRANSITIONS, error_code="invalid_invoice_transition"
+)
+
+
+class InvoiceEvent(models.Model):
+    """One status change of an invoice: from, to, when, who, and why in a sentence."""
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=16, choices=InvoiceStatus.choices)
+    to_status = models.CharField(max_length=16, choices=InvoiceStatus.choices)
+    effective_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    actor = models.CharField(max_length=200, help_text="Who or what changed it.")
+    explanation = models.TextField()
+    inputs = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["effective_at", "id"]
+        indexes = [models.Index(fields=["invoice", "effective_at"], name="invoice_event_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(from_status=F("to_status")), name="invoice_event_moves"
+            ),
+            models.CheckConstraint(
+                condition=Q(from_status__in=InvoiceStatus.values)
+                & Q(to_status__in=InvoiceStatus.values),
+                name="invoice_event_statuses_known",
+            ),
+            models.CheckConstraint(condition=~Q(actor=""), name="invoice_event_has_actor"),
+            models.CheckConstraint(condition=~Q(explanation=""), name="invoice_event_explained"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.invoice} {self.from_status} → {self.to_status}"
 
 
 class InvoiceLine(models.Model):

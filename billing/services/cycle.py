@@ -18,10 +18,12 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from billing.locks import invoice_lock
 from billing.models import BillingRun, BillingRunKind, Invoice, InvoiceStatus
 from billing.selectors import due_periods
-from billing.services.documents import finalize_grace, invoice_finalize, invoice_lock
+from billing.services.documents import finalize_grace, invoice_finalize
 from billing.services.invoices import ACTOR, invoice_generate
+from contracts.locks import contract_lock
 from core.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,8 @@ def invoice_issue(
     The cycle and the admin's finalize action both come here, so a finalized invoice is
     always delivered, and a run that finds another run's work does not claim it.
     """
+    # Lock order: the contract, then the invoice (as invoice_finalize takes them).
+    contract_lock(invoice.contract_id)
     if invoice_lock(invoice).status != InvoiceStatus.DRAFT:
         return None
     issued = invoice_finalize(invoice=invoice, actor=actor, now=now)

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from billing.locks import invoice_lock
 from billing.models import (
     BillingRun,
     BillingRunKind,
@@ -37,7 +38,8 @@ from billing.rendering import (
     invoice_pdf,
     invoice_text,
 )
-from billing.services.documents import invoice_lock, invoice_transition
+from billing.services.documents import invoice_transition
+from billing.services.stripe import stripe_enabled, stripe_invoice_push
 from core.errors import ApplicationError, Conflict, SemanticError
 
 logger = logging.getLogger(__name__)
@@ -147,7 +149,14 @@ def invoice_email(
         invoice.emailed_to = recipients
         invoice.save(update_fields=["emailed_at", "emailed_to", "updated_at"])
         if invoice.status == InvoiceStatus.FINALIZED:
-            invoice_transition(invoice=invoice, to_status=InvoiceStatus.SENT, actor=actor, at=now)
+            invoice_transition(
+                invoice=invoice,
+                to_status=InvoiceStatus.SENT,
+                actor=actor,
+                reason=f"e-mailed to {', '.join(recipients)}",
+                at=now,
+                inputs={"recipients": recipients},
+            )
         logger.info("invoice %s e-mailed to %s by %s", invoice.pk, recipients, actor)
     return invoice
 
@@ -187,8 +196,6 @@ def _stripe_step(invoice: Invoice, *, now: datetime) -> str:
     # the Stripe invoice exists and resumes a half-done push itself.
     if invoice.stripe_pushed_at is not None:
         return "already_pushed"
-    from billing.services.stripe import stripe_enabled, stripe_invoice_push
-
     if not stripe_enabled():
         return "disabled"
     stripe_id = stripe_invoice_push(invoice=invoice)

@@ -1,16 +1,20 @@
-"""Issued documents: invoice status changes, finalization with gapless numbers, void, credit notes.
+"""Issued documents: invoice status changes, finalization with gapless numbers, payment, void,
+credit notes.
 
 A finalized invoice never changes; corrections are credit notes (or void and reissue). Numbers
 come from DocumentSequence, locked inside the finalizing transaction, so a rolled-back
-finalization gives its number back and numbers stay gapless per issuer, series and year.
+finalization gives its number back and numbers stay gapless per issuer, series and year. Every
+status change goes through `invoice_transition` (the invoice lifecycle map) and writes one
+InvoiceEvent row in the same transaction.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -18,31 +22,28 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.locks import document_sequence_lock, invoice_lock
 from billing.models import (
-    INVOICE_TRANSITIONS,
+    INVOICE_LIFECYCLE,
     ISSUED_STATUSES,
     CreditNote,
     CreditNoteLine,
-    DocumentSequence,
     Invoice,
+    InvoiceEvent,
     InvoiceLine,
     InvoiceStatus,
     NumberSeries,
 )
 from billing.services.invoices import invoice_rate_draft
-from contracts.services import contract_lock
+from contracts.locks import contract_lock
+from contracts.services import json_value
 from core.errors import Conflict, SemanticError, ValidationFailed
+from core.lifecycle import StatusChange
 from core.money import round_money
 
 logger = logging.getLogger(__name__)
 
 SERIES_PREFIX = {NumberSeries.INVOICE: "INV", NumberSeries.CREDIT_NOTE: "CN"}
-
-
-def invoice_lock(invoice: Invoice | int) -> Invoice:
-    """Re-read one invoice under a row lock (inside a transaction)."""
-    pk = invoice if isinstance(invoice, int) else invoice.pk
-    return Invoice.objects.select_for_update().select_related("contract").get(pk=pk)
 
 
 def finalize_grace() -> timedelta:
@@ -52,34 +53,64 @@ def finalize_grace() -> timedelta:
 
 def _next_number(*, issuer: Organization, series: str, year: int) -> tuple[int, str]:
     """The next gapless number of the issuer's series in the year (locks the sequence row)."""
-    DocumentSequence.objects.get_or_create(issuer=issuer, series=series, year=year)
-    sequence = DocumentSequence.objects.select_for_update().get(
-        issuer=issuer, series=series, year=year
-    )
+    sequence = document_sequence_lock(issuer=issuer, series=series, year=year)
     sequence.last_number += 1
     sequence.save(update_fields=["last_number"])
     prefix = SERIES_PREFIX[NumberSeries(series)]
     return sequence.last_number, f"{prefix}-{issuer.slug.upper()}-{year}-{sequence.last_number:06d}"
 
 
+# ---------------------------------------------------------------- status changes
+
+
+def _invoice_event_write(invoice: Invoice, change: StatusChange) -> None:
+    """The invoice lifecycle's event writer (and a log line for the operators' logs)."""
+    InvoiceEvent.objects.create(
+        invoice=invoice,
+        from_status=change.from_status,
+        to_status=change.to_status,
+        effective_at=change.at,
+        actor=change.actor,
+        explanation=(
+            f"Invoice {invoice} went from {change.from_status} to {change.to_status}: "
+            f"{change.reason}"
+        ),
+        inputs={key: json_value(value) for key, value in change.inputs.items()},
+    )
+    logger.info(
+        "invoice %s: %s -> %s by %s", invoice.pk, change.from_status, change.to_status, change.actor
+    )
+
+
 def invoice_transition(
-    *, invoice: Invoice, to_status: str, actor: str, at: datetime | None = None
+    *,
+    invoice: Invoice,
+    to_status: str,
+    actor: str,
+    reason: str,
+    at: datetime | None = None,
+    update_fields: Sequence[str] = (),
+    inputs: Mapping[str, Any] | None = None,
 ) -> Invoice:
-    """Move a locked invoice along the lifecycle map; Conflict for a move the map forbids."""
-    if to_status not in INVOICE_TRANSITIONS[invoice.status]:
-        raise Conflict(
-            f"Invoice {invoice} is {invoice.status}; it cannot become {to_status}.",
-            code="invalid_invoice_transition",
-            detail={"status": invoice.status, "requested": to_status},
-        )
+    """Move a locked invoice along the lifecycle map (409 invalid_invoice_transition otherwise),
+    saving `update_fields` with it and writing its InvoiceEvent; runs in the caller's
+    transaction."""
     at = at or timezone.now()
-    fields = ["status", "updated_at"]
+    INVOICE_LIFECYCLE.guard(invoice.status, to_status, label=str(invoice))
+    fields = list(update_fields)
     if to_status == InvoiceStatus.PAID:
         invoice.paid_at = at
         fields.append("paid_at")
-    logger.info("invoice %s: %s -> %s by %s", invoice.pk, invoice.status, to_status, actor)
-    invoice.status = to_status
-    invoice.save(update_fields=fields)
+    INVOICE_LIFECYCLE.advance(
+        invoice,
+        to=to_status,
+        at=at,
+        actor=actor,
+        reason=reason,
+        record=_invoice_event_write,
+        update_fields=fields,
+        inputs=inputs,
+    )
     return invoice
 
 
@@ -91,6 +122,10 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
     caller passes the draft and gets back what was issued.
     """
     now = now or timezone.now()
+    # Lock order: the contract, then the invoice. The contract's row lock also orders
+    # finalization against usage batches of the same contract (they hold a share lock): a batch
+    # committed before this point is on the invoice.
+    contract_lock(invoice.contract_id)
     invoice = invoice_lock(invoice)
     if invoice.status in ISSUED_STATUSES or invoice.status == InvoiceStatus.VOID:
         return invoice
@@ -100,9 +135,7 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
             code="grace_not_over",
             detail={"finalizable_at": (invoice.period_end + finalize_grace()).isoformat()},
         )
-    # The contract's row lock orders finalization against usage batches of the same contract
-    # (they hold a share lock): a batch committed before this point is on the invoice.
-    contract_lock(invoice.contract)
+    INVOICE_LIFECYCLE.guard(invoice.status, InvoiceStatus.FINALIZED, label=str(invoice))
     invoice_rate_draft(invoice=invoice, now=now)
     year = now.year
     invoice.sequence_number, invoice.number = _next_number(
@@ -111,20 +144,44 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
     invoice.sequence_year = year
     invoice.issued_at = now
     invoice.due_at = now + timedelta(days=settings.BILLING_PAYMENT_TERMS_DAYS)
-    invoice.status = InvoiceStatus.FINALIZED
-    invoice.save(
-        update_fields=[
-            "sequence_number",
-            "number",
-            "sequence_year",
-            "issued_at",
-            "due_at",
-            "status",
-            "updated_at",
-        ]
+    return invoice_transition(
+        invoice=invoice,
+        to_status=InvoiceStatus.FINALIZED,
+        actor=actor,
+        reason=(
+            f"numbered {invoice.number} for {invoice.total} {invoice.currency}, "
+            f"due {invoice.due_at:%Y-%m-%d}"
+        ),
+        at=now,
+        update_fields=["sequence_number", "number", "sequence_year", "issued_at", "due_at"],
+        inputs={"number": invoice.number, "total": invoice.total, "due_at": invoice.due_at},
     )
-    logger.info("invoice %s finalized as %s by %s", invoice.pk, invoice.number, actor)
-    return invoice
+
+
+@transaction.atomic
+def invoice_mark_paid(
+    *, invoice: Invoice, actor: str, reason: str, at: datetime | None = None
+) -> Invoice:
+    """Record that an issued invoice was paid (Stripe's webhook, or an operator for a transfer)."""
+    invoice = invoice_lock(invoice)
+    return invoice_transition(
+        invoice=invoice, to_status=InvoiceStatus.PAID, actor=actor, reason=reason, at=at
+    )
+
+
+@transaction.atomic
+def invoice_mark_uncollectible(
+    *, invoice: Invoice, actor: str, reason: str, at: datetime | None = None
+) -> Invoice:
+    """Record that an issued invoice will not be paid; it may still be paid or voided later."""
+    invoice = invoice_lock(invoice)
+    return invoice_transition(
+        invoice=invoice,
+        to_status=InvoiceStatus.UNCOLLECTIBLE,
+        actor=actor,
+        reason=reason,
+        at=at,
+    )
 
 
 @transaction.atomic
@@ -134,17 +191,24 @@ def invoice_void(
     """Void an issued invoice; the billing cycle then reissues the period from fresh facts."""
     if not reason.strip():
         raise ValidationFailed("A reason is required to void an invoice.", code="reason_required")
+    now = now or timezone.now()
     invoice = invoice_lock(invoice)
     if invoice.credited_total > 0:
         raise Conflict(
             "An invoice with credit notes cannot be voided; issue another credit note instead.",
             code="invoice_has_credit_notes",
         )
-    invoice_transition(invoice=invoice, to_status=InvoiceStatus.VOID, actor=actor, at=now)
-    invoice.voided_at = now or timezone.now()
+    INVOICE_LIFECYCLE.guard(invoice.status, InvoiceStatus.VOID, label=str(invoice))
+    invoice.voided_at = now
     invoice.void_reason = f"{reason.strip()} ({actor})"
-    invoice.save(update_fields=["voided_at", "void_reason", "updated_at"])
-    return invoice
+    return invoice_transition(
+        invoice=invoice,
+        to_status=InvoiceStatus.VOID,
+        actor=actor,
+        reason=reason.strip(),
+        at=now,
+        update_fields=["voided_at", "void_reason"],
+    )
 
 
 @transaction.atomic

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
@@ -27,6 +28,7 @@ from billing.schemas import USAGE_EVENTS, UsageEventIn
 from billing.selectors import contract_ends_at
 from contracts.choices import ContractStatus, PricingBasis
 from contracts.engine import billing_periods
+from contracts.locks import contracts_share_lock
 from contracts.models import Contract
 from contracts.selectors import contract_terms
 from core.errors import ApplicationError, ValidationFailed
@@ -225,11 +227,7 @@ def _contract_windows(
     # so a batch and a finalization of the same contract never interleave. Either the batch
     # commits first and the invoice counts it, or the invoice is issued first and the batch,
     # reading it below, books its events as late.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM contracts_contract WHERE id = ANY(%s) ORDER BY id FOR SHARE",
-            [list(contracts.values_list("pk", flat=True))],
-        )
+    contracts_share_lock(contracts.values_list("pk", flat=True))
     invoiced_until = dict(
         Invoice.objects.filter(contract__in=contracts, status__in=ISSUED_STATUSES)
         .values("contract_id")
@@ -343,10 +341,12 @@ def _write(
 
 
 def _enqueue_rollup_refresh(batch_id: int) -> None:
-    """Ask the ingest queue to refresh the rollups of the hours this batch touched."""
-    from billing.tasks import ingest_rollup_refresh  # tasks import services, not the reverse
+    """Ask the ingest queue to refresh the rollups of the hours this batch touched.
 
-    ingest_rollup_refresh.delay(batch_id)
+    By task name (tasks import services, not the reverse); nobody reads its result, so sending
+    it never subscribes to the result backend inside the request that committed the batch.
+    """
+    current_app.send_task("billing.ingest_rollup_refresh", args=[batch_id], ignore_result=True)
 
 
 @transaction.atomic

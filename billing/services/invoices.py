@@ -20,8 +20,9 @@ from billing.models import Invoice, InvoiceLine, InvoiceStatus
 from billing.selectors import open_period, period_of, rating_input
 from contracts import engine
 from contracts.choices import LIVE_STATUSES, PricingBasis
+from contracts.locks import contract_lock
 from contracts.models import Contract, ContractEvent
-from contracts.services import contract_lock, contract_price_steps_apply, decision_record
+from contracts.services import contract_price_steps_apply, decision_record
 from core.errors import Conflict, NotFound
 
 logger = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from django.utils import timezone
 from pydantic import ValidationError as PydanticValidationError
 
 from accounts.models import Organization
+from billing.locks import invoice_lock
 from billing.models import (
     ISSUED_STATUSES,
     Invoice,
@@ -34,7 +35,7 @@ from billing.models import (
     StripeEvent,
 )
 from billing.schemas import StripeEventIn, StripeInvoiceIn
-from billing.services.documents import invoice_lock, invoice_transition
+from billing.services.documents import invoice_mark_paid, invoice_mark_uncollectible
 from core.errors import ApplicationError, Conflict, ValidationFailed
 from core.money import minor_unit, round_money
 
@@ -271,7 +272,12 @@ def _apply(event: dict[str, Any], invoice: Invoice) -> str:
             if invoice.status == InvoiceStatus.PAID:
                 return "already paid"
             at = _event_time(event, stripe_invoice, "paid_at")
-            invoice_transition(invoice=invoice, to_status=InvoiceStatus.PAID, actor=ACTOR, at=at)
+            invoice_mark_paid(
+                invoice=invoice,
+                actor=ACTOR,
+                reason=f"Stripe reported the payment (event {event['id']})",
+                at=at,
+            )
             return "marked paid"
         if kind == "invoice.payment_failed":
             if invoice.status == InvoiceStatus.PAID:
@@ -282,7 +288,12 @@ def _apply(event: dict[str, Any], invoice: Invoice) -> str:
         if kind == "invoice.marked_uncollectible":
             if invoice.status == InvoiceStatus.UNCOLLECTIBLE:
                 return "already uncollectible"
-            invoice_transition(invoice=invoice, to_status=InvoiceStatus.UNCOLLECTIBLE, actor=ACTOR)
+            invoice_mark_uncollectible(
+                invoice=invoice,
+                actor=ACTOR,
+                reason=f"Stripe marked it uncollectible (event {event['id']})",
+                at=_event_time(event, stripe_invoice, "marked_uncollectible_at"),
+            )
             return "marked uncollectible"
     except Conflict as exc:
         # Out-of-order or stale events (paid after void) are recorded, not retried forever.

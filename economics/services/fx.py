@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from accounts.models import Organization
 from core.errors import Conflict
+from economics.locks import fx_rate_lock
 from economics.models import FxRate
 from inventory.rules import FieldError, currency_errors, raise_if_any
 from inventory.schemas import parse
@@ -141,7 +142,7 @@ def fx_rate_update(
     recorded_by: Any = None,
 ) -> FxRate:
     """Correct some fields of a rate; the result is checked as a whole, then recorded as yours."""
-    fx_rate = FxRate.objects.select_for_update().get(pk=fx_rate.pk)
+    fx_rate = fx_rate_lock(fx_rate)
     current = {name: getattr(fx_rate, name) for name in _FIELDS}
     fields = parse(FxRateInput, {**current, **changes})
     _check(fields)

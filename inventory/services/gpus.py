@@ -9,9 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import Conflict
+from inventory.locks import node_lock
 from inventory.models import Gpu
 from inventory.schemas import GpuInput, parse
-from inventory.services.nodes import lock_node
 
 _GPU_FIELDS = list(GpuInput.model_fields)
 
@@ -19,7 +19,7 @@ _GPU_FIELDS = list(GpuInput.model_fields)
 @transaction.atomic
 def gpu_update(*, gpu: Gpu, changes: Mapping[str, Any]) -> Gpu:
     """Change a GPU's UUID, serial or health; a health change is time-stamped and audited."""
-    lock_node(gpu.node_id)
+    node_lock(gpu.node_id)
     gpu = Gpu.objects.select_related("node").get(pk=gpu.pk)
     current = {name: getattr(gpu, name) for name in _GPU_FIELDS}
     fields = parse(GpuInput, {**current, **changes})

@@ -18,6 +18,7 @@ from simple_history.utils import bulk_create_with_history
 
 from accounts.models import Organization
 from core.errors import Conflict, ValidationFailed
+from inventory.locks import nodes_lock
 from inventory.models import Gpu, Node, Outage, Site
 from inventory.rules import FieldError
 from inventory.schemas import NodeImportRow, field_errors
@@ -27,7 +28,6 @@ from inventory.services.nodes import (
     NODE_VALUE_FIELDS,
     gpu_models_by_slug,
     gpu_uuid_errors,
-    lock_nodes,
     new_gpus,
     node_field_errors,
     status_transition_error,
@@ -95,7 +95,7 @@ def nodes_import(*, organization: Organization, rows: Sequence[Any]) -> ImportRe
     wanted = Node.objects.filter(
         site__in=sites.values(), hostname__in={fields.hostname for _, fields in parsed}
     ).values_list("pk", flat=True)
-    locked = lock_nodes(wanted)
+    locked = nodes_lock(wanted)
     prefetch_related_objects(locked, "gpus")
     existing = {(node.site_id, node.hostname): node for node in locked}
     uuids = [uuid for _, fields in parsed for uuid in fields.gpu_uuids]

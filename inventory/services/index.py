@@ -28,6 +28,7 @@ from accounts.models import Organization
 from core.errors import Conflict, NotFound, SemanticError
 from inventory import indexing
 from inventory.choices import FixingStatus, IndexSourceKind, PriceTerm
+from inventory.locks import index_source_lock
 from inventory.models import IndexFixing, IndexSource, MarketPrice
 from inventory.rules import FieldError, index_source_errors, raise_if_any
 from inventory.schemas import IndexSourceChanges, IndexSourceInput
@@ -167,7 +168,7 @@ def index_source_update(
     changed_by_organization: Organization | None = None,
 ) -> IndexSource:
     """Change a source's name, weight, activity or notes; history keeps who and what."""
-    source = IndexSource.objects.select_for_update().get(pk=source.pk)
+    source = index_source_lock(source)
     wanted = changes.model_dump(exclude_none=True)
     changed = {name: value for name, value in wanted.items() if getattr(source, name) != value}
     if not changed:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from core.errors import ValidationFailed
 from inventory.choices import IndexSourceKind
+from inventory.locks import market_prices_lock
 from inventory.models import IndexSource, MarketPrice
 from inventory.rules import FieldError, currency_errors
 from inventory.schemas import MarketPriceObservation
@@ -164,9 +165,9 @@ def market_prices_record(
 
     existing = {
         (price.gpu_model_id, price.observed_on, price.term, price.currency, price.source): price
-        for price in MarketPrice.objects.select_for_update().filter(
-            gpu_model__in=models.values(),
-            observed_on__in={observation.observed_on for observation in observations},
+        for price in market_prices_lock(
+            gpu_models=models.values(),
+            days={observation.observed_on for observation in observations},
             recorded_by=recorded_by,
         )
     }

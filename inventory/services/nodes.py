@@ -11,24 +11,13 @@ from simple_history.utils import bulk_create_with_history
 
 from core.errors import Conflict
 from inventory.choices import NODE_STATUS_TRANSITIONS
+from inventory.locks import node_lock
 from inventory.models import Gpu, GpuModel, Node, Outage, Site
 from inventory.rules import FieldError, hostname_errors, node_errors, raise_if_any
 from inventory.schemas import NodeInput, parse
 
 # Fields of NodeInput that are stored as they are (gpu_model is a slug in, a row out).
 NODE_VALUE_FIELDS = [name for name in NodeInput.model_fields if name != "gpu_model"]
-
-
-def lock_node(node_id: int) -> Node:
-    """Lock one node row; every write to a node's GPUs or outages goes through this lock."""
-    return Node.objects.select_for_update().select_related("site", "gpu_model").get(pk=node_id)
-
-
-def lock_nodes(node_ids: Iterable[int]) -> list[Node]:
-    """Lock several node rows in primary-key order, so two writers never deadlock."""
-    return list(
-        Node.objects.select_for_update().filter(pk__in=sorted(set(node_ids))).order_by("pk")
-    )
 
 
 def gpu_models_by_slug(slugs: Iterable[str]) -> dict[str, GpuModel]:
@@ -173,7 +162,7 @@ def node_update(*, node: Node, changes: Mapping[str, Any], site: Site | None = N
 
     The status follows NODE_STATUS_TRANSITIONS; a changed gpu_count adds or removes GPU rows.
     """
-    node = lock_node(node.pk)
+    node = node_lock(node.pk)
     current: dict[str, Any] = {name: getattr(node, name) for name in NODE_VALUE_FIELDS}
     current["gpu_model"] = node.gpu_model.slug
     fields = parse(NodeInput, {**current, **changes})
@@ -214,7 +203,7 @@ def node_update(*, node: Node, changes: Mapping[str, Any], site: Site | None = N
 @transaction.atomic
 def node_delete(*, node: Node) -> None:
     """Delete a node registered by mistake; a node that served leases must be retired instead."""
-    node = lock_node(node.pk)
+    node = node_lock(node.pk)
     try:
         with transaction.atomic():
             node.delete()

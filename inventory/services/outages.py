@@ -8,11 +8,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from core.errors import Conflict, ValidationFailed
+from inventory.locks import node_lock
 from inventory.models import Gpu, Node, Outage
 from inventory.rules import outage_errors, raise_if_any
 from inventory.schemas import OutageInput, parse
 from inventory.selectors import outage_overlapping
-from inventory.services.nodes import lock_node
 
 _OUTAGE_FIELDS = list(OutageInput.model_fields)
 
@@ -55,7 +55,7 @@ def _save(outage: Outage, update_fields: list[str] | None = None) -> Outage:
 @transaction.atomic
 def outage_create(*, node: Node, fields: OutageInput) -> Outage:
     """Record an outage of a node or of one of its GPUs."""
-    node = lock_node(node.pk)
+    node = node_lock(node.pk)
     _check(node, fields)
     return _save(Outage(node=node, gpu_id=fields.gpu, **fields.model_dump(exclude={"gpu"})))
 
@@ -63,7 +63,7 @@ def outage_create(*, node: Node, fields: OutageInput) -> Outage:
 @transaction.atomic
 def outage_update(*, outage: Outage, changes: Mapping[str, Any]) -> Outage:
     """Change an outage, typically to close it by setting its end."""
-    node = lock_node(outage.node_id)
+    node = node_lock(outage.node_id)
     outage = Outage.objects.get(pk=outage.pk)
     current = {name: getattr(outage, name) for name in _OUTAGE_FIELDS if name != "gpu"}
     current["gpu"] = outage.gpu_id
@@ -84,5 +84,5 @@ def outage_update(*, outage: Outage, changes: Mapping[str, Any]) -> Outage:
 @transaction.atomic
 def outage_delete(*, outage: Outage) -> None:
     """Delete an outage recorded by mistake."""
-    lock_node(outage.node_id)
+    node_lock(outage.node_id)
     Outage.objects.filter(pk=outage.pk).delete()

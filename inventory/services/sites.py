@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Organization
 from core.errors import Conflict, ValidationFailed
+from inventory.locks import site_lock
 from inventory.models import Site
 from inventory.rules import raise_if_any, site_errors
 from inventory.schemas import SiteInput, parse
@@ -59,7 +60,7 @@ def site_create(*, organization: Organization, fields: SiteInput) -> Site:
 @transaction.atomic
 def site_update(*, site: Site, changes: Mapping[str, Any]) -> Site:
     """Change some of a site's fields; the result is checked as a whole."""
-    site = Site.objects.select_for_update().get(pk=site.pk)
+    site = site_lock(site)
     current = {name: getattr(site, name) for name in _SITE_FIELDS}
     fields = parse(SiteInput, {**current, **changes})
     _check(fields)
@@ -79,7 +80,7 @@ def site_update(*, site: Site, changes: Mapping[str, Any]) -> Site:
 @transaction.atomic
 def site_delete(*, site: Site) -> None:
     """Delete a site that has no nodes; a site with nodes keeps their history and cannot go."""
-    site = Site.objects.select_for_update().get(pk=site.pk)
+    site = site_lock(site)
     if site.nodes.exists():
         raise Conflict(
             "The site still has nodes; retire or move them first.",

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from contracts.models import AcceptanceRun
 from leasing.choices import PricingMode, Workload
-from leasing.models import Allocation, Hold, Lease
+from leasing.models import Allocation, Hold, Lease, LeaseEvent
 
 
 class AllocationSerializer(serializers.ModelSerializer[Allocation]):
@@ -179,5 +179,24 @@ class AcceptanceRunSerializer(serializers.ModelSerializer[AcceptanceRun]):
             "ran_at",
             "passed",
             "created_at",
+        ]
+        read_only_fields = fields
+
+
+class LeaseEventSerializer(serializers.ModelSerializer[LeaseEvent]):
+    """One row of a lease's history: a status change or another change, with its sentence."""
+
+    class Meta:
+        model = LeaseEvent
+        fields = [
+            "id",
+            "kind",
+            "effective_at",
+            "created_at",
+            "actor",
+            "from_status",
+            "to_status",
+            "explanation",
+            "inputs",
         ]
         read_only_fields = fields

@@ -14,38 +14,36 @@ from rest_framework.response import Response
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
 from accounts.permissions import request_caller
-from accounts.selectors import Caller
+from accounts.selectors import Caller, scope_queryset
 from contracts.api.serializers import AcceptanceOutcomeSerializer, AcceptanceRunInputSerializer
 from contracts.models import AcceptanceRun
 from core.api.idempotency import idempotent
 from core.errors import NotFound, ValidationFailed
 from inventory.models import Gpu
+from leasing.api.filters_leasing import LeaseEventFilter
 from leasing.api.serializers_leasing import (
     AcceptanceRunSerializer,
     ExtendInputSerializer,
     HoldInputSerializer,
     HoldSerializer,
+    LeaseEventSerializer,
     LeaseExitInputSerializer,
     LeaseInputSerializer,
     LeaseSerializer,
     ReplaceGpuInputSerializer,
 )
 from leasing.choices import PricingMode, Workload
-from leasing.models import Allocation, Hold, Lease, Offer, Quote
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote
 from leasing.selectors import offers_visible
-from leasing.services.leases import (
-    LeaseRequest,
-    hold_create,
-    hold_release,
+from leasing.services.changes import (
     lease_acceptance_run_record,
-    lease_create,
     lease_exit,
     lease_extend,
     lease_reject,
     lease_replace_gpu,
-    request_build,
-    request_from_quote,
 )
+from leasing.services.holds import hold_create, hold_release
+from leasing.services.leases import LeaseRequest, lease_create, request_build, request_from_quote
 
 ALLOCATIONS = Prefetch(
     "allocations",
@@ -126,7 +124,9 @@ class HoldViewSet(
         lease_request = (
             request_from_quote(quote) if quote is not None else _window_request(data, self.caller)
         )
-        hold = hold_create(customer=customer, request=lease_request, quote=quote)
+        hold = hold_create(
+            customer=customer, request=lease_request, quote=quote, actor=_actor(request)
+        )
         hold = self.get_queryset().get(pk=hold.pk)
         return Response(HoldSerializer(hold).data, status=status.HTTP_201_CREATED)
 
@@ -134,7 +134,7 @@ class HoldViewSet(
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str | None = None) -> Response:
         """Give the GPUs back before the hold expires."""
-        hold = hold_release(hold=self.get_object())
+        hold = hold_release(hold=self.get_object(), actor=_actor(request))
         return Response(HoldSerializer(self.get_queryset().get(pk=hold.pk)).data)
 
 
@@ -248,6 +248,18 @@ class LeaseViewSet(
         return Response(LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data)
 
 
+def _visible_lease(view: OrganizationScopedMixin) -> Lease:
+    """The lease of a nested route, if the caller may see it (the lease list's rule); else 404."""
+    lease_id = str(view.kwargs["lease_pk"])  # type: ignore[attr-defined]
+    leases = scope_queryset(
+        Lease.objects.all(), caller=view.caller, fields=LeaseViewSet.tenant_fields
+    )
+    lease = leases.filter(pk=int(lease_id)).first() if lease_id.isdigit() else None
+    if lease is None:
+        raise NotFound("No such lease.", code="lease_not_found")
+    return lease
+
+
 class AcceptanceRunViewSet(
     OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[AcceptanceRun]
 ):
@@ -260,12 +272,7 @@ class AcceptanceRunViewSet(
     ordering = ["ran_at", "id"]
 
     def _lease(self) -> Lease:
-        lease_id = str(self.kwargs["lease_pk"])
-        view = LeaseViewSet(request=self.request, format_kwarg=None, kwargs={})
-        lease = view.get_queryset().filter(pk=int(lease_id)).first() if lease_id.isdigit() else None
-        if lease is None:
-            raise NotFound("No such lease.", code="lease_not_found")
-        return lease
+        return _visible_lease(self)
 
     def get_queryset(self) -> QuerySet[AcceptanceRun]:
         return AcceptanceRun.objects.filter(contract__lease=self._lease())
@@ -292,3 +299,20 @@ class AcceptanceRunViewSet(
             "contract_status": lease.contract.status,
         }
         return Response(AcceptanceOutcomeSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class LeaseEventViewSet(
+    OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[LeaseEvent]
+):
+    """GET /api/v1/leases/{id}/events/ — the lease's history (status changes, extensions,
+    exit notice, GPU replacements, preemptions, rejection), oldest first."""
+
+    queryset = LeaseEvent.objects.all()
+    serializer_class = LeaseEventSerializer
+    tenant_fields = ("lease__customer", "lease__offer__provider")
+    filterset_class = LeaseEventFilter
+    ordering_fields = ["effective_at", "id"]
+    ordering = ["effective_at", "id"]
+
+    def get_queryset(self) -> QuerySet[LeaseEvent]:
+        return LeaseEvent.objects.filter(lease=_visible_lease(self))

@@ -17,11 +17,13 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 
-from inventory.models import Gpu
+from inventory.models import Gpu, Node
 from leasing.choices import AllocationEnd, HoldStatus
 from leasing.errors import CapacityGone
+from leasing.locks import allocations_lock, expired_holds_lock, free_gpus_skip_locked
 from leasing.models import Allocation, Hold, Lease, Offer
 from leasing.selectors.free import FREE_GPU_CONDITION, free_params
+from leasing.services.history import hold_status_advance
 
 SINGLE_NODE = "single_node"
 # Each failed attempt rules out at least one GPU; past this many, report what is free now.
@@ -43,8 +45,6 @@ def pool_node_ids(offer: Offer) -> list[int]:
     named = list(offer.nodes.values_list("pk", flat=True))
     if named:
         return sorted(named)
-    from inventory.models import Node
-
     return sorted(
         Node.objects.filter(site_id=offer.site_id, gpu_model_id=offer.gpu_model_id).values_list(
             "pk", flat=True
@@ -52,25 +52,34 @@ def pool_node_ids(offer: Offer) -> list[int]:
     )
 
 
+def hold_allocations_release(hold: Hold, *, at: datetime) -> int:
+    """Release a locked hold's live allocations (locked in pk order); returns how many."""
+    live = allocations_lock(Allocation.objects.filter(hold=hold, released_at__isnull=True))
+    Allocation.objects.filter(pk__in=[a.pk for a in live]).update(
+        released_at=at, ended_reason=AllocationEnd.RELEASED
+    )
+    return len(live)
+
+
 def expired_holds_release(*, now: datetime) -> int:
     """Lapse every active hold past its expiry and free its GPUs; returns how many lapsed."""
     with transaction.atomic():
-        hold_ids = list(
-            Hold.objects.select_for_update(skip_locked=True)
-            .filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
-            .values_list("pk", flat=True)
-        )
-        if not hold_ids:
-            return 0
-        Allocation.objects.filter(hold_id__in=hold_ids, released_at__isnull=True).update(
-            released_at=now, ended_reason=AllocationEnd.RELEASED
-        )
-        Hold.objects.filter(pk__in=hold_ids).update(status=HoldStatus.EXPIRED)
-        return len(hold_ids)
+        holds = expired_holds_lock(now=now)
+        for hold in holds:
+            freed = hold_allocations_release(hold, at=now)
+            hold_status_advance(
+                hold,
+                to_status=HoldStatus.EXPIRED,
+                at=hold.expires_at,
+                actor="system:holds",
+                reason=f"it was not turned into a lease by {hold.expires_at:%Y-%m-%d %H:%M} UTC",
+                inputs={"expires_at": hold.expires_at, "gpus_freed": freed},
+            )
+        return len(holds)
 
 
 # Free GPUs of some nodes for a window, by the one rule of leasing.selectors.free; {extra} takes
-# the optional "only" / "exclude" conditions, and locking appends FOR UPDATE.
+# the optional "only" / "exclude" conditions (leasing.locks.free_gpus_skip_locked claims them).
 _FREE_GPUS_SQL = f"""
 SELECT g.id, g.node_id
 FROM inventory_gpu g
@@ -98,15 +107,17 @@ def free_gpus(
     if exclude:
         extra += "\n  AND NOT (g.id = ANY(%(exclude)s))"
     sql = _FREE_GPUS_SQL.format(extra=extra)
-    if lock:
-        sql += " FOR UPDATE OF g SKIP LOCKED"
     params = free_params(start=start, end=end, may_preempt=may_preempt)
     params.update(node_ids=node_ids, only=only or [], exclude=sorted(exclude or ()))
+    if lock:
+        rows = free_gpus_skip_locked(sql, params)
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
     by_node: dict[int, list[int]] = defaultdict(list)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for gpu_id, node_id in cursor.fetchall():
-            by_node[node_id].append(gpu_id)
+    for gpu_id, node_id in rows:
+        by_node[node_id].append(gpu_id)
     return by_node
 
 

@@ -1,57 +1,47 @@
-"""Holds and leases: reserve specific GPUs, turn them into a lease under a contract, extend,
-preempt interruptible capacity, replace failed GPUs, and end early through the exit terms."""
+"""Leases from what a customer asks for: requests validated against the offer, and leases
+created from a hold, a quote, or an offer with a window, each with its contract.
+
+Changes to a lease after it exists (extend, exit, reject, replace a GPU, preemption, ending) are
+in leasing.services.changes; holds in leasing.services.holds.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
 
 from accounts.models import Organization
-from contracts.choices import ContractStatus, EventKind
+from contracts.choices import ContractStatus
 from contracts.models import Contract
-from contracts.services import (
-    acceptance_run_record,
-    contract_activate,
-    contract_amend,
-    contract_create,
-    contract_reject_at_acceptance,
-    contract_replace_hardware,
-    contract_request_exit,
-    event_record,
-)
-from core.errors import Conflict, SemanticError, ValidationFailed
-from inventory.choices import GpuHealth
-from inventory.models import Gpu
+from contracts.services import contract_activate, contract_create
+from core.errors import Conflict, ValidationFailed
 from inventory.selectors import index_fixing_rate
 from leasing.choices import (
-    LIVE_LEASE_STATUSES,
-    AllocationEnd,
     HoldStatus,
+    LeaseEventKind,
     LeaseStatus,
     OfferStatus,
     PricingMode,
     Workload,
 )
-from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
-from leasing.models import Allocation, Hold, Lease, Offer, PreemptionNotice, Quote
+from leasing.errors import HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
+from leasing.locks import allocations_lock, hold_lock
+from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.pricing import offer_prices, rate_for
-from leasing.selectors.windows import MAX_WINDOW, window_end
+from leasing.selectors.windows import window_end
 from leasing.services.allocation import (
     allocations_create,
     expired_holds_release,
-    free_gpus,
     place,
     preemption_cut_time,
 )
+from leasing.services.changes import allocations_preempt
+from leasing.services.history import hold_status_advance, lease_event_record
 
-DEFAULT_HOLD_TTL = timedelta(minutes=10)
 # A window may start a little in the past: clocks differ and requests take time.
 START_SKEW = timedelta(minutes=5)
 
@@ -129,66 +119,6 @@ def request_from_quote(quote: Quote, *, now: datetime | None = None) -> LeaseReq
     )
 
 
-# ---------------------------------------------------------------- holds
-
-
-def hold_create(
-    *,
-    customer: Organization,
-    request: LeaseRequest,
-    quote: Quote | None = None,
-    ttl: timedelta | None = None,
-    now: datetime | None = None,
-) -> Hold:
-    """Reserve free GPUs for a short time (holds never preempt: only a lease does)."""
-    now = now or timezone.now()
-    expired_holds_release(now=now)
-    ttl = ttl or timedelta(
-        minutes=getattr(settings, "HOLD_TTL_MINUTES", DEFAULT_HOLD_TTL.seconds // 60)
-    )
-    with transaction.atomic():
-        placement = place(
-            request.offer,
-            count=request.gpu_count,
-            start=request.start,
-            end=request.end,
-            preemptible=True,  # a hold takes only GPUs nobody holds, interruptible or not
-        )
-        hold = Hold.objects.create(
-            customer=customer,
-            offer=request.offer,
-            quote=quote,
-            gpu_count=request.gpu_count,
-            start=request.start,
-            end=request.end,
-            pricing_mode=request.pricing_mode,
-            term_months=request.term_months,
-            expires_at=now + ttl,
-        )
-        allocations_create(
-            gpu_ids=placement.gpu_ids,
-            start=request.start,
-            end=request.end,
-            preemptible=request.pricing_mode == PricingMode.INTERRUPTIBLE,
-            hold=hold,
-        )
-    return hold
-
-
-@transaction.atomic
-def hold_release(*, hold: Hold, now: datetime | None = None) -> Hold:
-    """Give a hold's GPUs back before it expires."""
-    hold = Hold.objects.select_for_update().get(pk=hold.pk)
-    if hold.status != HoldStatus.ACTIVE:
-        raise Conflict(f"The hold is {hold.status}.", code="hold_not_active")
-    Allocation.objects.filter(hold=hold, released_at__isnull=True).update(
-        released_at=now or timezone.now(), ended_reason=AllocationEnd.RELEASED
-    )
-    hold.status = HoldStatus.RELEASED
-    hold.save(update_fields=["status"])
-    return hold
-
-
 # ---------------------------------------------------------------- leases
 
 
@@ -228,13 +158,16 @@ def _lease_row(
     placement: str,
     hold: Hold | None,
     workload: str,
+    actor: str,
+    now: datetime,
 ) -> Lease:
+    """The lease row and the first row of its history."""
     status = (
         LeaseStatus.PENDING_ACCEPTANCE
         if contract.status == ContractStatus.PENDING_ACCEPTANCE
         else LeaseStatus.ACTIVE
     )
-    return Lease.objects.create(
+    lease = Lease.objects.create(
         customer=customer,
         offer=request.offer,
         contract=contract,
@@ -250,54 +183,39 @@ def _lease_row(
         placement=placement,
         workload=workload,
     )
-
-
-def _preempt(
-    allocation_ids: list[int], *, by: Lease, cut_at: datetime, now: datetime, actor: str
-) -> None:
-    """Cut interruptible allocations short at `cut_at` and tell their customers."""
-    cut: dict[int, int] = {}
-    allocations = (
-        Allocation.objects.select_for_update(of=("self",))
-        .filter(pk__in=allocation_ids)
-        .order_by("pk")
+    source = f"hold {hold.pk}" if hold is not None else f"offer {request.offer}"
+    waiting = (
+        "; billing starts at the first passing acceptance run"
+        if status == LeaseStatus.PENDING_ACCEPTANCE
+        else ""
     )
-    for allocation in allocations:
-        lower = allocation.period.lower
-        if cut_at <= lower:
-            allocation.released_at = now
-            allocation.ended_reason = AllocationEnd.PREEMPTED
-            allocation.save(update_fields=["released_at", "ended_reason"])
-        else:
-            allocation.period = DateTimeTZRange(lower, cut_at, "[)")
-            allocation.ended_reason = AllocationEnd.PREEMPTED
-            allocation.save(update_fields=["period", "ended_reason"])
-        if allocation.lease_id is not None:
-            cut[allocation.lease_id] = cut.get(allocation.lease_id, 0) + 1
-    for lease in Lease.objects.filter(pk__in=cut).select_related("contract").order_by("pk"):
-        payload = {
-            "event": "lease.preempted",
-            "lease_id": lease.pk,
-            "contract": lease.contract.number,
-            "gpu_count": cut[lease.pk],
-            "cut_at": cut_at.isoformat(),
-            "preempted_by_lease_id": by.pk,
-        }
-        PreemptionNotice.objects.create(
-            lease=lease, preempted_by=by, gpu_count=cut[lease.pk], cut_at=cut_at, payload=payload
-        )
-        event_record(
-            lease.contract,
-            kind=EventKind.PREEMPTED,
-            effective_at=cut_at,
-            explanation=(
-                f"{cut[lease.pk]} interruptible GPU(s) of this lease were preempted at "
-                f"{cut_at:%Y-%m-%d %H:%M} UTC by an on-demand or reserved lease; "
-                "billing stops at the cut."
-            ),
-            actor=actor,
-            inputs=payload,
-        )
+    lease_event_record(
+        lease,
+        kind=LeaseEventKind.CREATED,
+        effective_at=now,
+        explanation=(
+            f"{customer} leased {request.gpu_count} GPU(s) from {source} "
+            f"({request.pricing_mode}, {rate.normalize():f} {lease.currency} per GPU-hour) from "
+            f"{request.start:%Y-%m-%d %H:%M} to {request.end:%Y-%m-%d %H:%M} UTC under contract "
+            f"{contract.number}; the lease is {status}{waiting}."
+        ),
+        actor=actor,
+        inputs={
+            "contract": contract.number,
+            "offer_id": request.offer.pk,
+            "hold_id": hold.pk if hold is not None else None,
+            "gpu_count": request.gpu_count,
+            "start": request.start,
+            "end": request.end,
+            "pricing_mode": request.pricing_mode,
+            "term_months": request.term_months,
+            "price_per_gpu_hour": rate,
+            "placement": placement,
+            "workload": workload,
+        },
+        to_status=status,
+    )
+    return lease
 
 
 def lease_create(
@@ -363,6 +281,8 @@ def _lease_from_request(
         placement=placement.placement,
         hold=None,
         workload=workload,
+        actor=actor,
+        now=now,
     )
     taken_from_interruptible: set[int] = set()
     if placement.preempt:
@@ -370,7 +290,7 @@ def _lease_from_request(
         taken_from_interruptible = set(
             Allocation.objects.filter(pk__in=placement.preempt).values_list("gpu_id", flat=True)
         )
-        _preempt(placement.preempt, by=lease, cut_at=cut_at, now=now, actor=actor)
+        allocations_preempt(placement.preempt, by=lease, cut_at=cut_at, now=now, actor=actor)
         # The preempted GPUs join this lease when the notice runs out.
         allocations_create(
             gpu_ids=sorted(taken_from_interruptible),
@@ -392,17 +312,15 @@ def _lease_from_request(
 def _lease_from_hold(
     *, customer: Organization, hold: Hold, workload: str, actor: str, now: datetime
 ) -> Lease:
-    hold = (
-        Hold.objects.select_for_update(of=("self",))
-        .select_related("offer__gpu_model")
-        .get(pk=hold.pk)
-    )
+    hold = hold_lock(hold)
     if hold.customer_id != customer.pk:
         raise Conflict("The hold is not yours.", code="hold_not_yours")
     if hold.status == HoldStatus.CONVERTED:
         raise Conflict("The hold was already turned into a lease.", code="hold_converted")
     if hold.status != HoldStatus.ACTIVE or hold.expires_at <= now:
         raise HoldExpired(detail={"expired_at": hold.expires_at.isoformat()})
+    # Lock order: the hold, then its allocations, then (a new) contract.
+    allocations = allocations_lock(Allocation.objects.filter(hold=hold, released_at__isnull=True))
     request = LeaseRequest(
         hold.offer, hold.gpu_count, hold.start, hold.end, hold.pricing_mode, hold.term_months
     )
@@ -410,8 +328,7 @@ def _lease_from_hold(
         offer_prices(hold.offer), mode=hold.pricing_mode, term_months=hold.term_months
     )
     contract = _lease_contract(customer=customer, request=request, rate=rate, actor=actor, now=now)
-    allocations = Allocation.objects.filter(hold=hold, released_at__isnull=True)
-    node_count = allocations.values("gpu__node_id").distinct().count()
+    node_count = len({allocation.node_id for allocation in allocations})
     lease = _lease_row(
         customer=customer,
         request=request,
@@ -420,223 +337,17 @@ def _lease_from_hold(
         placement="single_node" if node_count == 1 else "multi_node",
         hold=hold,
         workload=workload,
+        actor=actor,
+        now=now,
     )
     # The GPUs stay booked without a gap: the hold's rows become the lease's.
-    allocations.update(lease=lease, hold=None)
-    hold.status = HoldStatus.CONVERTED
-    hold.save(update_fields=["status"])
+    Allocation.objects.filter(pk__in=[a.pk for a in allocations]).update(lease=lease, hold=None)
+    hold_status_advance(
+        hold,
+        to_status=HoldStatus.CONVERTED,
+        at=now,
+        actor=actor,
+        reason=f"it became lease {lease.pk} under contract {contract.number}",
+        inputs={"lease_id": lease.pk, "contract": contract.number},
+    )
     return lease
-
-
-def lease_sync_status(lease: Lease) -> Lease:
-    """Follow the contract: acceptance passed → active; contract ended → lease ended."""
-    contract = lease.contract
-    target = lease.status
-    if contract.status in (ContractStatus.ACTIVE, ContractStatus.NOTICE_GIVEN):
-        target = LeaseStatus.ACTIVE
-    elif contract.status == ContractStatus.ENDED:
-        target = (
-            LeaseStatus.CANCELLED
-            if contract.end_reason == "rejected_at_acceptance"
-            else LeaseStatus.ENDED
-        )
-    if target != lease.status:
-        lease.status = target
-        if target in (LeaseStatus.ENDED, LeaseStatus.CANCELLED):
-            lease.ended_at = contract.ended_at
-        lease.save(update_fields=["status", "ended_at", "updated_at"])
-    return lease
-
-
-@transaction.atomic
-def lease_acceptance_run_record(*, lease: Lease, actor: str, **run: Any) -> tuple[Lease, Any, Any]:
-    """Record an acceptance run on the lease's contract; pass starts billing and the lease."""
-    lease = (
-        Lease.objects.select_for_update(of=("self",)).select_related("contract").get(pk=lease.pk)
-    )
-    record, outcome = acceptance_run_record(contract=lease.contract, actor=actor, **run)
-    lease.contract.refresh_from_db()
-    return lease_sync_status(lease), record, outcome
-
-
-def _cut_allocations(lease: Lease, *, at: datetime, reason: str, now: datetime) -> None:
-    for allocation in Allocation.objects.select_for_update().filter(
-        lease=lease, released_at__isnull=True
-    ):
-        lower, upper = allocation.period.lower, allocation.period.upper
-        if at <= lower:
-            allocation.released_at = now
-            allocation.ended_reason = reason
-            allocation.save(update_fields=["released_at", "ended_reason"])
-        elif upper is None or at < upper:
-            allocation.period = DateTimeTZRange(lower, at, "[)")
-            allocation.ended_reason = reason
-            allocation.save(update_fields=["period", "ended_reason"])
-
-
-@transaction.atomic
-def lease_reject(*, lease: Lease, actor: str, now: datetime | None = None) -> Lease:
-    """Reject without fee after failed acceptance: the contract ends and the GPUs are freed."""
-    now = now or timezone.now()
-    lease = (
-        Lease.objects.select_for_update(of=("self",)).select_related("contract").get(pk=lease.pk)
-    )
-    contract_reject_at_acceptance(contract=lease.contract, actor=actor)
-    _cut_allocations(lease, at=now, reason=AllocationEnd.ENDED_EARLY, now=now)
-    lease.contract.refresh_from_db()
-    return lease_sync_status(lease)
-
-
-@transaction.atomic
-def lease_exit(
-    *, lease: Lease, party: str, exit_date: date, actor: str, now: datetime | None = None
-) -> tuple[Lease, Any]:
-    """End a lease early through its contract's exit terms; GPUs are freed at the effective end."""
-    now = now or timezone.now()
-    lease = (
-        Lease.objects.select_for_update(of=("self",)).select_related("contract").get(pk=lease.pk)
-    )
-    _, quote = contract_request_exit(
-        contract=lease.contract, party=party, exit_date=exit_date, actor=actor, now=now
-    )
-    _cut_allocations(lease, at=quote.effective_end, reason=AllocationEnd.ENDED_EARLY, now=now)
-    lease.end = min(lease.end, quote.effective_end)
-    lease.save(update_fields=["end", "updated_at"])
-    return lease, quote
-
-
-@transaction.atomic
-def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
-    """Extend a lease on the same GPUs, only if every one of them is free until `new_end`."""
-    lease = (
-        Lease.objects.select_for_update(of=("self",))
-        .select_related("contract", "offer")
-        .get(pk=lease.pk)
-    )
-    if lease.status not in LIVE_LEASE_STATUSES:
-        raise Conflict(f"A {lease.status} lease cannot be extended.", code="lease_not_live")
-    if new_end <= lease.end:
-        raise InvalidWindow("The new end must be after the current end.", code="not_an_extension")
-    if new_end - lease.start > MAX_WINDOW:
-        # The limit of a new lease's window; without it a lease (and its contract) could run to
-        # the year 9999, where the billing periods after its end no longer exist.
-        raise InvalidWindow("The lease would be longer than ten years.", code="window_too_long")
-    if lease.offer.available_until and new_end > lease.offer.available_until:
-        raise OfferUnavailable("The offer ends before the new end.")
-    live = list(
-        Allocation.objects.select_for_update()
-        .filter(lease=lease, released_at__isnull=True, period__endswith=lease.end)
-        .order_by("gpu_id")
-    )
-    # Lock the GPU rows (in pk order) so no reservation slips in between check and update.
-    list(
-        Gpu.objects.select_for_update()
-        .filter(pk__in=[a.gpu_id for a in live])
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
-    taken = Allocation.objects.filter(
-        gpu_id__in=[a.gpu_id for a in live],
-        released_at__isnull=True,
-        period__overlap=DateTimeTZRange(lease.end, new_end, "[)"),
-    ).exclude(lease=lease)
-    if taken.exists():
-        raise CapacityGone(
-            "Some of this lease's GPUs are booked after its current end.",
-            detail={"busy_gpu_ids": sorted(set(taken.values_list("gpu_id", flat=True)))},
-        )
-    for allocation in live:
-        allocation.period = DateTimeTZRange(allocation.period.lower, new_end, "[)")
-        allocation.save(update_fields=["period"])
-    lease.end = new_end
-    lease.save(update_fields=["end", "updated_at"])
-    contract_amend(contract=lease.contract, changes={"term_end": new_end}, actor=actor)
-    return lease
-
-
-@transaction.atomic
-def lease_replace_gpu(
-    *, lease: Lease, failed_gpu: Gpu, actor: str, at: datetime | None = None
-) -> Allocation:
-    """Swap a failed GPU for a free one of the same model, or of its successor (re-priced)."""
-    at = at or timezone.now()
-    lease = (
-        Lease.objects.select_for_update()
-        .select_related("contract", "offer__gpu_model", "offer__site")
-        .get(pk=lease.pk)
-    )
-    if lease.status not in LIVE_LEASE_STATUSES:
-        raise Conflict(f"A {lease.status} lease has no GPUs to replace.", code="lease_not_live")
-    old = (
-        Allocation.objects.select_for_update()
-        .filter(lease=lease, gpu=failed_gpu, released_at__isnull=True)
-        .first()
-    )
-    if old is None:
-        raise SemanticError("That GPU is not allocated to this lease.", code="gpu_not_in_lease")
-    end = old.period.upper
-    if end is not None and end <= at:
-        # Its period is over (the lease was cut short, or its end passed before the job that
-        # ends leases ran): there is nothing left to run on another GPU.
-        raise Conflict("That GPU's allocation has already ended.", code="allocation_ended")
-    start = max(at, old.period.lower)
-    old.ended_reason = AllocationEnd.REPLACED
-    if start <= old.period.lower:
-        old.released_at = at  # replaced before it began: it never served
-    else:
-        old.period = DateTimeTZRange(old.period.lower, start, "[)")
-    old.save(update_fields=["period", "ended_reason", "released_at"])
-    Gpu.objects.filter(pk=failed_gpu.pk).update(health=GpuHealth.FAILED, health_changed_at=at)
-    model = lease.offer.gpu_model
-    replacement = _free_replacement(lease, model_id=model.pk, start=start, end=end)
-    if replacement is None and model.successor_id is not None:
-        replacement = _free_replacement(lease, model_id=model.successor_id, start=start, end=end)
-        if replacement is not None:
-            successor = replacement.node.gpu_model
-            contract_replace_hardware(
-                contract=lease.contract,
-                old_throughput=model.dense_bf16_tflops,
-                new_throughput=successor.dense_bf16_tflops,
-                new_model_slug=successor.slug,
-                effective_at=start,
-                actor=actor,
-            )
-    if replacement is None:
-        raise CapacityGone(
-            "No free GPU of this model or its successor at the site.",
-            code="no_replacement",
-            detail={"free_gpus": 0},
-        )
-    (new,) = allocations_create(
-        gpu_ids=[replacement.pk], start=start, end=end, preemptible=old.preemptible, lease=lease
-    )
-    new.replaces = old
-    new.save(update_fields=["replaces"])
-    return new
-
-
-def _free_replacement(lease: Lease, *, model_id: int, start: datetime, end: datetime) -> Gpu | None:
-    """A free, healthy GPU of the model at the lease's site, locked for this transaction."""
-    node_ids = list(
-        lease.offer.site.nodes.filter(gpu_model_id=model_id).values_list("pk", flat=True)
-    )
-    free = free_gpus(sorted(node_ids), start=start, end=end, may_preempt=False, lock=True)
-    for gpu_ids in free.values():
-        if gpu_ids:
-            return Gpu.objects.select_related("node__gpu_model").get(pk=gpu_ids[0])
-    return None
-
-
-def leases_end_due(*, now: datetime | None = None) -> int:
-    """Mark leases whose end has passed (or whose contract ended) as ended."""
-    now = now or timezone.now()
-    count = 0
-    for lease in Lease.objects.filter(status__in=LIVE_LEASE_STATUSES, end__lte=now).order_by("pk"):
-        with transaction.atomic():
-            lease = Lease.objects.select_for_update().get(pk=lease.pk)
-            if lease.status in LIVE_LEASE_STATUSES:
-                lease.status = LeaseStatus.ENDED
-                lease.ended_at = lease.end
-                lease.save(update_fields=["status", "ended_at", "updated_at"])
-                count += 1
-    return count

@@ -23,6 +23,7 @@ from inventory.iso_codes import is_currency_code
 from inventory.models import GpuModel, Node, Site
 from inventory.rules import FieldError, raise_if_any
 from leasing.choices import OfferStatus
+from leasing.locks import offer_lock, sla_offering_lock
 from leasing.models import Offer, SlaOffering, SlaSubscription
 from leasing.pricing import ladder_from_json
 
@@ -234,7 +235,7 @@ def offer_create(
 @transaction.atomic
 def offer_update(*, offer: Offer, changes: Mapping[str, Any]) -> Offer:
     """Change an offer's terms, pool or status (published ↔ paused); leases keep theirs."""
-    offer = Offer.objects.select_for_update().select_related("provider").get(pk=offer.pk)
+    offer = offer_lock(offer)
     provider = offer.provider
     changes = dict(changes)
     unknown = sorted(set(changes) - {*OFFER_FIELDS, "site", "gpu_model", "nodes"})
@@ -273,7 +274,7 @@ def offer_update(*, offer: Offer, changes: Mapping[str, Any]) -> Offer:
 @transaction.atomic
 def offer_delete(*, offer: Offer) -> None:
     """Delete an offer nobody has held or leased; otherwise pause it instead (409)."""
-    offer = Offer.objects.select_for_update().get(pk=offer.pk)
+    offer = offer_lock(offer)
     if offer.leases.exists() or offer.holds.exists():
         raise Conflict(
             "The offer has holds or leases; pause it instead of deleting it.",
@@ -338,9 +339,7 @@ def sla_offering_create(
 @transaction.atomic
 def sla_offering_update(*, offering: SlaOffering, changes: Mapping[str, Any]) -> SlaOffering:
     """Change an SLA offering's prices, SLOs, nodes or status."""
-    offering = (
-        SlaOffering.objects.select_for_update().select_related("provider").get(pk=offering.pk)
-    )
+    offering = sla_offering_lock(offering)
     changes = dict(changes)
     unknown = sorted(set(changes) - {*SLA_OFFERING_FIELDS, "nodes"})
     if unknown:
@@ -363,7 +362,7 @@ def sla_offering_update(*, offering: SlaOffering, changes: Mapping[str, Any]) ->
 @transaction.atomic
 def sla_offering_delete(*, offering: SlaOffering) -> None:
     """Remove an SLA offering no contract subscribes to; otherwise pause it instead (409)."""
-    offering = SlaOffering.objects.select_for_update().get(pk=offering.pk)
+    offering = sla_offering_lock(offering)
     if offering.subscriptions.exists():
         raise Conflict(
             "Contracts subscribe to the SLA offering; pause it instead of deleting it.",

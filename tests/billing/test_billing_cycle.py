@@ -38,7 +38,8 @@ from billing.services.cycle import billing_cycle_run
 from billing.services.documents import credit_note_issue, invoice_void
 from core.errors import SemanticError
 from leasing.models import Lease
-from leasing.services.leases import lease_acceptance_run_record, lease_create, request_build
+from leasing.services.changes import lease_acceptance_run_record
+from leasing.services.leases import lease_create, request_build
 from tests.conftest import REPO, _worker_env
 from tests.contracts.factories import ACCEPTANCE_TOKENS
 from tests.leasing.factories import EXIT_TERMS, make_offer
@@ -169,7 +170,8 @@ WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_ba
 """
 # Long queries are cut in pg_stat_activity: match the start of the locking reads.
 NUMBER_QUERY = 'SELECT "billing_documentsequence".%'
-INVOICE_LOCK_QUERY = 'SELECT "billing_invoice".%'
+# Finalization locks the invoice's contract before the invoice (docs/architecture.md, Locks).
+CONTRACT_LOCK_QUERY = 'SELECT "contracts_contract".%'
 
 
 def sessions_waiting_on(query: str) -> int:
@@ -232,8 +234,9 @@ def test_two_cycles_at_once_make_one_invoice_per_period(
 def test_two_cycles_at_once_each_log_only_the_invoices_they_finalized(
     leases: list[Lease], provider: Organization
 ) -> None:
-    # Both runs draft, then meet in finalization: one holds the first draft and waits for the
-    # number, the other waits for that draft. Both then hold the same eight drafts in hand.
+    # Both runs draft, then meet in finalization: one holds the first draft (and its contract)
+    # and waits for the number, the other waits for that draft's contract. Both then hold the
+    # same eight drafts in hand.
     sequence = DocumentSequence.objects.create(
         issuer=provider, series=NumberSeries.INVOICE, year=2026
     )
@@ -244,7 +247,7 @@ def test_two_cycles_at_once_each_log_only_the_invoices_they_finalized(
             assert wait_for(
                 lambda: (
                     sessions_waiting_on(NUMBER_QUERY) == 1
-                    and sessions_waiting_on(INVOICE_LOCK_QUERY) == 1
+                    and sessions_waiting_on(CONTRACT_LOCK_QUERY) == 1
                 )
             )
         finally:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
-import types
 from decimal import Decimal
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from billing.services.documents import credit_note_issue
 from contracts.choices import EventKind
 from contracts.models import ContractEvent
 from core.errors import ApplicationError, Conflict, SemanticError
-from tests.billing.invoice_factories import make_issued_invoice
+from tests.billing.invoice_factories import make_draft_invoice, make_issued_invoice
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +102,8 @@ def test_the_pdf_is_a_real_pdf_with_the_number_lines_and_total(invoice):
     assert invoice.contract.number in text
     assert "Acme AI" in text and "Southern Cross GPU" in text
     assert "2026-01-01 to 2026-02-01" in text
-    assert "64 x H200, 2026-01-01 to 2026-02-01" in text
+    card_hours = invoice.lines.get(kind=LineKind.CARD_HOURS)
+    assert card_hours.description in text
     assert "47,616 GPU-hour 2.40 114,278.40 USD" in text
     assert "-1,142.78 USD" in text
     assert "Total 113,135.62 USD" in text
@@ -113,11 +112,9 @@ def test_the_pdf_is_a_real_pdf_with_the_number_lines_and_total(invoice):
 
 
 def test_long_descriptions_and_event_explanations_with_symbols_render_and_wrap(provider, customer):
-    lines = tuple(
-        (LineKind.CARD_HOURS, f"{n}: {LONG_DESCRIPTION}", "47616", "GPU-hour", "2.40")
-        for n in range(40)
-    )
-    invoice = make_issued_invoice(provider, customer, lines=lines)
+    # Forty recorded fees, each a line whose description is the fee's explanation.
+    fees = [(f"{n}: {LONG_DESCRIPTION}", Decimal("114278.40")) for n in range(40)]
+    invoice = make_issued_invoice(provider, customer, fees=fees)
     event = ContractEvent.objects.create(
         contract=invoice.contract,
         kind=EventKind.PRICE_STEP,
@@ -164,17 +161,11 @@ def test_the_pdf_is_stored_once_under_the_invoice_number(invoice, media_root):
 
 
 def test_a_draft_has_no_pdf_to_store(invoice):
-    Invoice.objects.filter(pk=invoice.pk).update(
-        status=InvoiceStatus.DRAFT,
-        number=None,
-        sequence_number=None,
-        sequence_year=None,
-        issued_at=None,
-        due_at=None,
+    draft = make_draft_invoice(
+        invoice.issuer, invoice.customer, contract=invoice.contract, period_start=invoice.period_end
     )
-    invoice.refresh_from_db()
     with pytest.raises(Conflict) as error:
-        invoice_pdf_store(invoice=invoice)
+        invoice_pdf_store(invoice=draft)
     assert error.value.code == "invoice_not_issued"
 
 
@@ -332,11 +323,9 @@ def test_the_invoice_is_pushed_to_stripe_once_when_enabled(invoice, mailoutbox, 
         pushed.append(invoice.pk)
         return "in_test_123"
 
-    # Stripe is the network edge: a stand-in module with the same two functions.
-    fake = types.ModuleType("billing.services.stripe")
-    fake.stripe_enabled = lambda: True  # type: ignore[attr-defined]
-    fake.stripe_invoice_push = push  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "billing.services.stripe", fake)
+    # Stripe is the network edge: stand-ins for the two functions delivery calls.
+    monkeypatch.setattr("billing.services.delivery.stripe_enabled", lambda: True)
+    monkeypatch.setattr("billing.services.delivery.stripe_invoice_push", push)
 
     first = invoice_deliver(invoice_id=invoice.pk)
     second = invoice_deliver(invoice_id=invoice.pk)
@@ -353,10 +342,8 @@ def test_an_unreachable_stripe_is_recorded_and_raised_for_a_retry(invoice, mailo
     def unreachable(*, invoice: Invoice) -> str:
         raise ApplicationError("Stripe is down.", code="stripe_unavailable", status_code=503)
 
-    fake = types.ModuleType("billing.services.stripe")
-    fake.stripe_enabled = lambda: True  # type: ignore[attr-defined]
-    fake.stripe_invoice_push = unreachable  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "billing.services.stripe", fake)
+    monkeypatch.setattr("billing.services.delivery.stripe_enabled", lambda: True)
+    monkeypatch.setattr("billing.services.delivery.stripe_invoice_push", unreachable)
 
     with pytest.raises(ApplicationError):
         invoice_deliver(invoice_id=invoice.pk)

@@ -21,12 +21,8 @@ from contracts.models import ContractEvent
 from contracts.services import contracts_end_due
 from inventory.models import GpuModel
 from leasing.models import Lease
-from leasing.services.leases import (
-    lease_acceptance_run_record,
-    lease_create,
-    lease_exit,
-    request_build,
-)
+from leasing.services.changes import lease_acceptance_run_record, lease_exit
+from leasing.services.leases import lease_create, request_build
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER, STEP_ON_B200_GA
 from tests.leasing.factories import EXIT_TERMS, make_offer, outage
 

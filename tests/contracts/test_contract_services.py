@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.db import IntegrityError, transaction
 
 from contracts import engine
 from contracts.choices import ContractStatus, EndReason, EventKind
@@ -103,6 +104,30 @@ def test_a_transition_outside_the_map_is_refused(provider, customer):
     assert error.value.status_code == 409
     contract.refresh_from_db()
     assert contract.status == ContractStatus.ENDED
+
+
+def test_a_refused_transition_writes_no_event_and_the_database_refuses_a_non_move(
+    provider, customer
+):
+    contract = contract_activate(contract=h200_contract(provider, customer), actor="ops")
+    before = contract.events.count()
+    with pytest.raises(TransitionNotAllowed) as error:
+        contract_transition(contract=contract, to_status="draft", actor="ops", reason="undo")
+    assert error.value.code == "transition_not_allowed"
+    assert error.value.detail["allowed"] == ["ended", "notice_given", "suspended"]
+    assert contract.events.count() == before
+    with (
+        pytest.raises(IntegrityError, match="contract_event_status_change_moves"),
+        transaction.atomic(),
+    ):
+        ContractEvent.objects.create(
+            contract=contract,
+            kind=EventKind.STATUS_CHANGED,
+            effective_at=contract.term_start,
+            explanation="Status changed from active to active: nothing",
+            from_status="active",
+            to_status="active",
+        )
 
 
 def test_amendments_raise_the_version_and_keep_who_when_old_and_new(provider, customer):

@@ -16,6 +16,7 @@ from billing.services.delivery import invoice_deliver
 from billing.services.rollups import usage_rollups_refresh_batch
 from billing.services.stripe import StripeUnavailable
 from economics.services.signals import capacity_signals_evaluate
+from leasing.models import Lease
 from leasing.services.offers import sla_subscription_create
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
@@ -96,11 +97,13 @@ def token_traffic(client_for, provider, customer):
 
 
 @pytest.fixture
-def failed_stripe_push(provider, customer, settings):
-    """An issued invoice whose delivery failed at Stripe (nothing listens on the API base)."""
+def failed_stripe_push(provider, customer, settings, marketplace):
+    """An issued invoice of the marketplace's lease whose delivery failed at Stripe (nothing
+    listens on the API base)."""
     customer.billing_emails = ["ap@acme.example"]
     customer.save(update_fields=["billing_emails"])
-    invoice = make_issued_invoice(provider, customer)
+    lease = Lease.objects.get(offer=marketplace)
+    invoice = make_issued_invoice(provider, customer, contract=lease.contract)
     settings.STRIPE_API_KEY = "sk_test_metrics"
     settings.STRIPE_API_BASE = "http://127.0.0.1:9"
     with pytest.raises(StripeUnavailable):

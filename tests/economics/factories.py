@@ -15,7 +15,8 @@ from accounts.models import Organization
 from billing.services.cycle import billing_cycle_run
 from inventory.models import Node
 from leasing.models import Lease, Offer
-from leasing.services.leases import lease_acceptance_run_record, lease_create, request_build
+from leasing.services.changes import lease_acceptance_run_record
+from leasing.services.leases import lease_create, request_build
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER
 from tests.inventory.factories import make_node
 from tests.leasing.factories import EXIT_TERMS, make_offer, make_provider_site

@@ -20,7 +20,8 @@ from django.db import connection
 from accounts.models import Organization
 from billing.models import Invoice, InvoiceStatus
 from leasing.models import Lease
-from leasing.services.leases import lease_acceptance_run_record, lease_create, request_build
+from leasing.services.changes import lease_acceptance_run_record
+from leasing.services.leases import lease_create, request_build
 from tests.billing.conftest import LocalStripe
 from tests.contracts.factories import ACCEPTANCE_TOKENS
 from tests.factories import OrganizationFactory, ProviderFactory

@@ -19,8 +19,9 @@ from django.utils import timezone
 from accounts.models import Organization
 from inventory.choices import OutageKind
 from inventory.models import Gpu, Node, Outage, Site
-from leasing.choices import HoldStatus, PricingMode
+from leasing.choices import PricingMode
 from leasing.models import Allocation, Hold, Offer, SlaOffering
+from leasing.services.holds import hold_release
 from leasing.services.offers import offer_create, sla_offering_create
 from tests.factories import OrganizationFactory
 from tests.inventory.factories import make_node, make_site
@@ -182,7 +183,8 @@ def busy(
     customer: Organization | None = None,
     released: bool = False,
 ) -> Hold:
-    """Take GPUs for [start, end) with a hold and live allocations (released=True: history)."""
+    """Take GPUs for [start, end) with a hold and live allocations (released=True: the hold is
+    then released through the service, leaving its allocations as history)."""
     gpus = list(gpus)
     offer = Offer.objects.filter(site=gpus[0].node.site, gpu_model=gpus[0].node.gpu_model).first()
     assert offer is not None, "busy() needs an offer over the GPUs' site and model"
@@ -194,7 +196,6 @@ def busy(
         start=start,
         end=end,
         pricing_mode=PricingMode.INTERRUPTIBLE if preemptible else PricingMode.ON_DEMAND,
-        status=HoldStatus.RELEASED if released else HoldStatus.ACTIVE,
         expires_at=end,
     )
     Allocation.objects.bulk_create(
@@ -203,10 +204,11 @@ def busy(
             hold=hold,
             period=DateTimeTZRange(start, end, "[)"),
             preemptible=preemptible,
-            released_at=timezone.now() if released else None,
         )
         for gpu in gpus
     )
+    if released:
+        hold = hold_release(hold=hold, actor="tests")
     return hold
 
 

@@ -1,0 +1,89 @@
+"""Row locks of the leasing app, each behind a name (the global order: docs/architecture.md).
+
+Order within leasing: hold → lease → GPUs (pk order) → allocations (pk order), then the
+contract (contracts.locks). A hold or lease is locked FOR NO KEY UPDATE: it serialises changes of
+that row, while rows that only point at it (its events, allocations, preemption notices) can
+still be inserted by others, so a preemption that writes to another lease's history never waits
+for that lease's lock. Offers and SLA offerings are locked alone, never together with the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models import QuerySet
+
+from inventory.models import Gpu
+from leasing.choices import HoldStatus
+from leasing.models import Allocation, Hold, Lease, Offer, SlaOffering
+
+
+def hold_lock(hold: Hold | int) -> Hold:
+    """Re-read one hold (with its offer and GPU model) under its row lock."""
+    pk = hold if isinstance(hold, int) else hold.pk
+    return (
+        Hold.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("offer__gpu_model")
+        .get(pk=pk)
+    )
+
+
+def expired_holds_lock(*, now: datetime) -> list[Hold]:
+    """Lock the active holds past their expiry, in pk order, skipping ones another transaction
+    holds (it is converting or releasing them; the next sweep sees what is left)."""
+    return list(
+        Hold.objects.select_for_update(no_key=True, skip_locked=True)
+        .filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
+        .order_by("pk")
+    )
+
+
+def lease_lock(lease: Lease | int) -> Lease:
+    """Re-read one lease (with its contract, offer, site and GPU model) under its row lock."""
+    pk = lease if isinstance(lease, int) else lease.pk
+    return (
+        Lease.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("contract", "offer__gpu_model", "offer__site")
+        .get(pk=pk)
+    )
+
+
+def gpus_lock(gpu_ids: Iterable[int]) -> list[int]:
+    """Lock GPU rows in pk order, waiting for them; returns the ids locked."""
+    return list(
+        Gpu.objects.select_for_update()
+        .filter(pk__in=sorted(set(gpu_ids)))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def free_gpus_skip_locked(sql: str, params: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """Run a free-GPU read (`g` is inventory_gpu) locking its rows FOR UPDATE SKIP LOCKED.
+
+    Placement's claim: a GPU another transaction is booking is left out instead of waited for,
+    so the caller chooses again without it. Never waits, so it cannot take part in a deadlock.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " FOR UPDATE OF g SKIP LOCKED", params)
+        return [(gpu_id, node_id) for gpu_id, node_id in cursor.fetchall()]
+
+
+def allocations_lock(allocations: QuerySet[Allocation]) -> list[Allocation]:
+    """Lock the allocation rows of a queryset in pk order (after the GPUs they book)."""
+    return list(allocations.select_for_update(of=("self",)).order_by("pk"))
+
+
+def offer_lock(offer: Offer | int) -> Offer:
+    """Re-read one offer (with its provider) under its row lock, for a change or a delete."""
+    pk = offer if isinstance(offer, int) else offer.pk
+    return Offer.objects.select_for_update(of=("self",)).select_related("provider").get(pk=pk)
+
+
+def sla_offering_lock(offering: SlaOffering | int) -> SlaOffering:
+    """Re-read one SLA offering (with its provider) under its row lock."""
+    pk = offering if isinstance(offering, int) else offering.pk
+    return SlaOffering.objects.select_for_update(of=("self",)).select_related("provider").get(pk=pk)

@@ -1,0 +1,420 @@
+"""Changes to a lease after it exists: acceptance and status sync, extension, early exit,
+rejection after failed acceptance, GPU replacement, preemption of interruptible capacity, and
+ending leases that are due.
+
+Each writes a row of the lease's history (LeaseEvent) in its own transaction; status changes go
+through `lease_status_advance`. Locks follow the order of docs/architecture.md: the lease, then
+GPUs in pk order, then allocations in pk order, then the contract.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.db.models import Q
+from django.utils import timezone
+
+from contracts import engine
+from contracts.choices import ContractStatus, EndReason, EventKind
+from contracts.services import (
+    acceptance_run_record,
+    contract_amend,
+    contract_reject_at_acceptance,
+    contract_replace_hardware,
+    contract_request_exit,
+    event_record,
+)
+from core.errors import Conflict, SemanticError
+from inventory.choices import GpuHealth
+from inventory.models import Gpu
+from leasing.choices import LIVE_LEASE_STATUSES, AllocationEnd, LeaseEventKind, LeaseStatus
+from leasing.errors import CapacityGone, InvalidWindow, OfferUnavailable
+from leasing.locks import allocations_lock, gpus_lock, lease_lock
+from leasing.models import Allocation, Lease, PreemptionNotice
+from leasing.selectors.windows import MAX_WINDOW
+from leasing.services.allocation import allocations_create, free_gpus
+from leasing.services.history import lease_event_record, lease_status_advance
+
+LIFECYCLE_ACTOR = "system:lifecycle"
+
+
+# ---------------------------------------------------------------- status follows the contract
+
+
+def lease_sync_status(lease: Lease, *, actor: str) -> Lease:
+    """Follow the contract of a locked lease: acceptance passed → active; contract ended →
+    ended (cancelled when it was rejected at acceptance). Runs in the caller's transaction."""
+    contract = lease.contract
+    target = lease.status
+    if contract.status in (ContractStatus.ACTIVE, ContractStatus.NOTICE_GIVEN):
+        target = LeaseStatus.ACTIVE
+    elif contract.status == ContractStatus.ENDED:
+        target = (
+            LeaseStatus.CANCELLED
+            if contract.end_reason == EndReason.REJECTED_AT_ACCEPTANCE
+            else LeaseStatus.ENDED
+        )
+    if target == lease.status:
+        return lease
+    if target == LeaseStatus.ACTIVE:
+        at = contract.billing_start or timezone.now()
+        return lease_status_advance(
+            lease,
+            to_status=target,
+            at=at,
+            actor=actor,
+            reason=(
+                f"contract {contract.number} is {contract.status}; "
+                f"billing starts {at:%Y-%m-%d %H:%M} UTC"
+            ),
+            inputs={"contract_status": contract.status, "billing_start": contract.billing_start},
+        )
+    lease.ended_at = contract.ended_at
+    return lease_status_advance(
+        lease,
+        to_status=target,
+        at=contract.ended_at or timezone.now(),
+        actor=actor,
+        reason=f"contract {contract.number} ended ({contract.end_reason})",
+        inputs={"contract_status": contract.status, "end_reason": contract.end_reason},
+        update_fields=["ended_at"],
+    )
+
+
+@transaction.atomic
+def lease_acceptance_run_record(*, lease: Lease, actor: str, **run: Any) -> tuple[Lease, Any, Any]:
+    """Record an acceptance run on the lease's contract; pass starts billing and the lease."""
+    lease = lease_lock(lease)
+    record, outcome = acceptance_run_record(contract=lease.contract, actor=actor, **run)
+    lease.contract.refresh_from_db()
+    return lease_sync_status(lease, actor=actor), record, outcome
+
+
+def leases_end_due(*, now: datetime | None = None) -> int:
+    """End live leases whose window is over, and those whose contract ended (they follow it)."""
+    now = now or timezone.now()
+    count = 0
+    due = Lease.objects.filter(status__in=LIVE_LEASE_STATUSES).filter(
+        Q(end__lte=now) | Q(contract__status=ContractStatus.ENDED)
+    )
+    for lease_id in due.order_by("pk").values_list("pk", flat=True):
+        with transaction.atomic():
+            lease = lease_lock(lease_id)
+            if lease.status not in LIVE_LEASE_STATUSES:
+                continue
+            if lease.contract.status == ContractStatus.ENDED:
+                lease_sync_status(lease, actor=LIFECYCLE_ACTOR)
+            elif lease.end <= now:
+                lease.ended_at = lease.end
+                lease_status_advance(
+                    lease,
+                    to_status=LeaseStatus.ENDED,
+                    at=lease.end,
+                    actor=LIFECYCLE_ACTOR,
+                    reason=f"its window ended {lease.end:%Y-%m-%d %H:%M} UTC",
+                    inputs={"end": lease.end},
+                    update_fields=["ended_at"],
+                )
+            else:
+                continue
+            count += 1
+    return count
+
+
+# ---------------------------------------------------------------- cutting allocations short
+
+
+def _cut(allocations: list[Allocation], *, at: datetime, reason: str, now: datetime) -> None:
+    """Cut locked allocations at `at`: ones that had not begun are released outright."""
+    for allocation in allocations:
+        lower, upper = allocation.period.lower, allocation.period.upper
+        if at <= lower:
+            allocation.released_at = now
+            allocation.ended_reason = reason
+            allocation.save(update_fields=["released_at", "ended_reason"])
+        elif upper is None or at < upper:
+            allocation.period = DateTimeTZRange(lower, at, "[)")
+            allocation.ended_reason = reason
+            allocation.save(update_fields=["period", "ended_reason"])
+
+
+def _live_allocations_lock(lease: Lease) -> list[Allocation]:
+    return allocations_lock(Allocation.objects.filter(lease=lease, released_at__isnull=True))
+
+
+def allocations_preempt(
+    allocation_ids: list[int], *, by: Lease, cut_at: datetime, now: datetime, actor: str
+) -> None:
+    """Cut interruptible allocations short at `cut_at` and tell their customers.
+
+    Runs inside the preempting lease's transaction, after placement locked the GPUs; the
+    preempted leases are not locked (their history rows only point at them).
+    """
+    cut: dict[int, int] = {}
+    for allocation in allocations_lock(Allocation.objects.filter(pk__in=allocation_ids)):
+        lower = allocation.period.lower
+        if cut_at <= lower:
+            allocation.released_at = now
+            allocation.ended_reason = AllocationEnd.PREEMPTED
+            allocation.save(update_fields=["released_at", "ended_reason"])
+        else:
+            allocation.period = DateTimeTZRange(lower, cut_at, "[)")
+            allocation.ended_reason = AllocationEnd.PREEMPTED
+            allocation.save(update_fields=["period", "ended_reason"])
+        if allocation.lease_id is not None:
+            cut[allocation.lease_id] = cut.get(allocation.lease_id, 0) + 1
+    for lease in Lease.objects.filter(pk__in=cut).select_related("contract").order_by("pk"):
+        payload = {
+            "event": "lease.preempted",
+            "lease_id": lease.pk,
+            "contract": lease.contract.number,
+            "gpu_count": cut[lease.pk],
+            "cut_at": cut_at.isoformat(),
+            "preempted_by_lease_id": by.pk,
+        }
+        PreemptionNotice.objects.create(
+            lease=lease, preempted_by=by, gpu_count=cut[lease.pk], cut_at=cut_at, payload=payload
+        )
+        explanation = (
+            f"{cut[lease.pk]} interruptible GPU(s) of this lease were preempted at "
+            f"{cut_at:%Y-%m-%d %H:%M} UTC by an on-demand or reserved lease; "
+            "billing stops at the cut."
+        )
+        event_record(
+            lease.contract,
+            kind=EventKind.PREEMPTED,
+            effective_at=cut_at,
+            explanation=explanation,
+            actor=actor,
+            inputs=payload,
+        )
+        lease_event_record(
+            lease,
+            kind=LeaseEventKind.PREEMPTED,
+            effective_at=cut_at,
+            explanation=explanation.replace("an on-demand or reserved lease", f"lease {by.pk}"),
+            actor=actor,
+            inputs=payload,
+        )
+
+
+# ---------------------------------------------------------------- reject, exit
+
+
+@transaction.atomic
+def lease_reject(*, lease: Lease, actor: str, now: datetime | None = None) -> Lease:
+    """Reject without fee after failed acceptance: the contract ends and the GPUs are freed."""
+    now = now or timezone.now()
+    lease = lease_lock(lease)
+    live = _live_allocations_lock(lease)
+    contract_reject_at_acceptance(contract=lease.contract, actor=actor)
+    _cut(live, at=now, reason=AllocationEnd.ENDED_EARLY, now=now)
+    lease_event_record(
+        lease,
+        kind=LeaseEventKind.REJECTED,
+        effective_at=now,
+        explanation=(
+            f"The lessee rejected the hardware after failed acceptance, without fee; "
+            f"{len(live)} GPU(s) were freed at {now:%Y-%m-%d %H:%M} UTC."
+        ),
+        actor=actor,
+        inputs={"gpus_freed": len(live), "contract": lease.contract.number},
+    )
+    lease.contract.refresh_from_db()
+    return lease_sync_status(lease, actor=actor)
+
+
+@transaction.atomic
+def lease_exit(
+    *, lease: Lease, party: str, exit_date: date, actor: str, now: datetime | None = None
+) -> tuple[Lease, engine.TerminationQuote]:
+    """End a lease early through its contract's exit terms; GPUs are freed at the effective end."""
+    now = now or timezone.now()
+    lease = lease_lock(lease)
+    live = _live_allocations_lock(lease)
+    _, quote = contract_request_exit(
+        contract=lease.contract, party=party, exit_date=exit_date, actor=actor, now=now
+    )
+    _cut(live, at=quote.effective_end, reason=AllocationEnd.ENDED_EARLY, now=now)
+    old_end = lease.end
+    lease.end = min(lease.end, quote.effective_end)
+    lease.save(update_fields=["end", "updated_at"])
+    lease_event_record(
+        lease,
+        kind=LeaseEventKind.EXIT_REQUESTED,
+        effective_at=now,
+        explanation=(
+            f"The {party} gave notice; the lease ends {lease.end:%Y-%m-%d %H:%M} UTC instead of "
+            f"{old_end:%Y-%m-%d %H:%M} UTC. {quote.explanation}"
+        ),
+        actor=actor,
+        inputs={
+            "party": party,
+            "exit_date": exit_date,
+            "old_end": old_end,
+            "new_end": lease.end,
+            "fee": quote.fee.amount,
+            "currency": quote.fee.currency,
+            "fee_free_reason": quote.fee_free_reason,
+        },
+    )
+    return lease, quote
+
+
+# ---------------------------------------------------------------- extend, replace a GPU
+
+
+@transaction.atomic
+def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
+    """Extend a lease on the same GPUs, only if every one of them is free until `new_end`."""
+    lease = lease_lock(lease)
+    if lease.status not in LIVE_LEASE_STATUSES:
+        raise Conflict(f"A {lease.status} lease cannot be extended.", code="lease_not_live")
+    if new_end <= lease.end:
+        raise InvalidWindow("The new end must be after the current end.", code="not_an_extension")
+    if new_end - lease.start > MAX_WINDOW:
+        # The limit of a new lease's window; without it a lease (and its contract) could run to
+        # the year 9999, where the billing periods after its end no longer exist.
+        raise InvalidWindow("The lease would be longer than ten years.", code="window_too_long")
+    if lease.offer.available_until and new_end > lease.offer.available_until:
+        raise OfferUnavailable("The offer ends before the new end.")
+    running = Allocation.objects.filter(
+        lease=lease, released_at__isnull=True, period__endswith=lease.end
+    )
+    # GPUs before allocations (the order placement and preemption take them in), so no
+    # reservation slips in between the check and the update below.
+    gpus_lock(running.values_list("gpu_id", flat=True))
+    live = allocations_lock(running)
+    gpu_ids = sorted(allocation.gpu_id for allocation in live)
+    taken = Allocation.objects.filter(
+        gpu_id__in=gpu_ids,
+        released_at__isnull=True,
+        period__overlap=DateTimeTZRange(lease.end, new_end, "[)"),
+    ).exclude(lease=lease)
+    if taken.exists():
+        raise CapacityGone(
+            "Some of this lease's GPUs are booked after its current end.",
+            detail={"busy_gpu_ids": sorted(set(taken.values_list("gpu_id", flat=True)))},
+        )
+    for allocation in live:
+        allocation.period = DateTimeTZRange(allocation.period.lower, new_end, "[)")
+        allocation.save(update_fields=["period"])
+    old_end = lease.end
+    lease.end = new_end
+    lease.save(update_fields=["end", "updated_at"])
+    contract_amend(contract=lease.contract, changes={"term_end": new_end}, actor=actor)
+    lease_event_record(
+        lease,
+        kind=LeaseEventKind.EXTENDED,
+        effective_at=timezone.now(),
+        explanation=(
+            f"Extended on the same {len(gpu_ids)} GPU(s) from {old_end:%Y-%m-%d %H:%M} to "
+            f"{new_end:%Y-%m-%d %H:%M} UTC; contract {lease.contract.number} runs to the new end."
+        ),
+        actor=actor,
+        inputs={"old_end": old_end, "new_end": new_end, "gpu_ids": gpu_ids},
+    )
+    return lease
+
+
+@transaction.atomic
+def lease_replace_gpu(
+    *, lease: Lease, failed_gpu: Gpu, actor: str, at: datetime | None = None
+) -> Allocation:
+    """Swap a failed GPU for a free one of the same model, or of its successor (re-priced)."""
+    at = at or timezone.now()
+    lease = lease_lock(lease)
+    if lease.status not in LIVE_LEASE_STATUSES:
+        raise Conflict(f"A {lease.status} lease has no GPUs to replace.", code="lease_not_live")
+    # The failed GPU's row (its health is written below) before its allocation.
+    gpus_lock([failed_gpu.pk])
+    old = next(
+        iter(
+            allocations_lock(
+                Allocation.objects.filter(lease=lease, gpu=failed_gpu, released_at__isnull=True)
+            )
+        ),
+        None,
+    )
+    if old is None:
+        raise SemanticError("That GPU is not allocated to this lease.", code="gpu_not_in_lease")
+    end = old.period.upper
+    if end is not None and end <= at:
+        # Its period is over (the lease was cut short, or its end passed before the job that
+        # ends leases ran): there is nothing left to run on another GPU.
+        raise Conflict("That GPU's allocation has already ended.", code="allocation_ended")
+    start = max(at, old.period.lower)
+    old.ended_reason = AllocationEnd.REPLACED
+    if start <= old.period.lower:
+        old.released_at = at  # replaced before it began: it never served
+    else:
+        old.period = DateTimeTZRange(old.period.lower, start, "[)")
+    old.save(update_fields=["period", "ended_reason", "released_at"])
+    Gpu.objects.filter(pk=failed_gpu.pk).update(health=GpuHealth.FAILED, health_changed_at=at)
+    model = lease.offer.gpu_model
+    replacement = _free_replacement(lease, model_id=model.pk, start=start, end=end)
+    repriced = False
+    if replacement is None and model.successor_id is not None:
+        replacement = _free_replacement(lease, model_id=model.successor_id, start=start, end=end)
+        if replacement is not None:
+            successor = replacement.node.gpu_model
+            contract_replace_hardware(
+                contract=lease.contract,
+                old_throughput=model.dense_bf16_tflops,
+                new_throughput=successor.dense_bf16_tflops,
+                new_model_slug=successor.slug,
+                effective_at=start,
+                actor=actor,
+            )
+            repriced = True
+    if replacement is None:
+        raise CapacityGone(
+            "No free GPU of this model or its successor at the site.",
+            code="no_replacement",
+            detail={"free_gpus": 0},
+        )
+    (new,) = allocations_create(
+        gpu_ids=[replacement.pk], start=start, end=end, preemptible=old.preemptible, lease=lease
+    )
+    new.replaces = old
+    new.save(update_fields=["replaces"])
+    lease_event_record(
+        lease,
+        kind=LeaseEventKind.GPU_REPLACED,
+        effective_at=start,
+        explanation=(
+            f"GPU {failed_gpu.pk} failed and was replaced from {start:%Y-%m-%d %H:%M} UTC by "
+            f"GPU {replacement.pk} ({replacement.node.gpu_model.name} on "
+            f"{replacement.node.hostname})"
+            + (
+                "; the contract was re-priced for the successor model."
+                if repriced
+                else " of the same model."
+            )
+        ),
+        actor=actor,
+        inputs={
+            "failed_gpu_id": failed_gpu.pk,
+            "replacement_gpu_id": replacement.pk,
+            "replaced_allocation_id": old.pk,
+            "allocation_id": new.pk,
+            "repriced": repriced,
+        },
+    )
+    return new
+
+
+def _free_replacement(lease: Lease, *, model_id: int, start: datetime, end: datetime) -> Gpu | None:
+    """A free, healthy GPU of the model at the lease's site, claimed (SKIP LOCKED) for this
+    transaction: a GPU another transaction is booking is passed over, never waited for."""
+    node_ids = list(
+        lease.offer.site.nodes.filter(gpu_model_id=model_id).values_list("pk", flat=True)
+    )
+    free = free_gpus(sorted(node_ids), start=start, end=end, may_preempt=False, lock=True)
+    for gpu_ids in free.values():
+        if gpu_ids:
+            return Gpu.objects.select_related("node__gpu_model").get(pk=gpu_ids[0])
+    return None
