@@ -94,7 +94,15 @@ def fuzz_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[FuzzS
             SPARE_KEYS.clear()
             thread.terminate()
             monkeypatch.undo()
-            call_command("flush", interactive=False, verbosity=0, inhibit_post_migrate=True)
+            # Without restarting the id sequences, as TransactionTestCase flushes: the restored
+            # rows keep their ids, and a sequence set back to 1 would hand those ids out again.
+            call_command(
+                "flush",
+                interactive=False,
+                verbosity=0,
+                inhibit_post_migrate=True,
+                reset_sequences=False,
+            )
             connection.creation.deserialize_db_from_string(snapshot)
 
 
