@@ -54,7 +54,8 @@ from inventory.services import index_fixings_compute, market_prices_record, outa
 from leasing.demo import ACCEPTANCE, EXIT_TERMS, SLA_CREDITS
 from leasing.models import Allocation, Lease, Offer, SlaOffering
 from leasing.pricing import add_months
-from leasing.services.changes import lease_acceptance_run_record, lease_exit, leases_end_due
+from leasing.services.acceptance import lease_acceptance_run_record
+from leasing.services.changes import lease_exit, leases_end_due
 from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_subscription_create
 
@@ -256,6 +257,8 @@ class Quarter:
         lease = getattr(self, which)
         updated, _, _ = lease_acceptance_run_record(
             lease=lease,
+            party="lessee",
+            organization=lease.customer,
             actor=ACTOR,
             metric="output_tokens_per_s",
             measured_value=measured,

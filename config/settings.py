@@ -317,6 +317,7 @@ CELERY_TASK_ROUTES = {
     "billing.*": {"queue": "billing"},
     "economics.*": {"queue": "billing"},
     "inventory.fix_indices": {"queue": "default"},
+    "leasing.resolve_acceptance_claims": {"queue": "default"},
     "*": {"queue": "default"},
 }
 CELERY_TASK_QUEUES = [Queue(name) for name in ("default", "ingest", "billing")]

@@ -21,7 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
-from contracts.choices import ContractStatus, EndReason, Party
+from contracts.choices import AcceptanceSubmitter, ContractStatus, EndReason, Party
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.schemas import parse_clause, validate_clause_set
 from contracts.services import (
@@ -119,7 +119,11 @@ class AcceptanceRunInline(admin.TabularInline[AcceptanceRun, Contract]):
         "metric",
         "measured_value",
         "quality_delta_pct",
+        "status",
         "passed",
+        "submitted_by_party",
+        "submitted_by_organization",
+        "claim_expires_at",
         "run_by",
     )
 
@@ -333,6 +337,8 @@ class ContractAdmin(SimpleHistoryAdmin):
                 request,
                 lambda: acceptance_run_record(
                     contract=contract,
+                    party=AcceptanceSubmitter.OPERATOR,
+                    organization=None,
                     actor=f"admin:{request.user}",
                     run_by=str(request.user),
                     **form.cleaned_data,

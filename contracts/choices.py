@@ -9,7 +9,7 @@ from django.db import models
 from core.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
-    from contracts.models import Contract
+    from contracts.models import AcceptanceRun, Contract
 
 
 class PricingBasis(models.TextChoices):
@@ -70,6 +70,15 @@ class EventKind(models.TextChoices):
     AMENDED = "amended", "Amended"
     STATUS_CHANGED = "status_changed", "Status changed"
     ACCEPTANCE_RUN = "acceptance_run", "Acceptance run recorded"
+    ACCEPTANCE_CLAIMED = "acceptance_claimed", "Acceptance claimed by the lessor"
+    ACCEPTANCE_CONFIRMED = "acceptance_confirmed", "Acceptance claim confirmed"
+    ACCEPTANCE_DEEMED_ACCEPTED = (
+        "acceptance_deemed_accepted",
+        "Acceptance claim accepted by silence",
+    )
+    ACCEPTANCE_DISPUTED = "acceptance_disputed", "Acceptance claim disputed"
+    ACCEPTANCE_DECIDED = "acceptance_decided", "Acceptance dispute decided"
+    ACCEPTANCE_CLAIM_LAPSED = "acceptance_claim_lapsed", "Acceptance claim lapsed"
     ACCEPTANCE_PASSED = "acceptance_passed", "Acceptance passed"
     ACCEPTANCE_FAILED = "acceptance_failed", "Acceptance failed"
     ACCEPTANCE_REJECTION_RIGHT = "acceptance_rejection_right", "Right to reject without fee"
@@ -104,3 +113,49 @@ CONTRACT_LIFECYCLE: Lifecycle[Contract] = Lifecycle("contract", ALLOWED_TRANSITI
 
 # Statuses in which the parties are bound and clauses are evaluated.
 LIVE_STATUSES = frozenset({S.PENDING_ACCEPTANCE, S.ACTIVE, S.NOTICE_GIVEN, S.SUSPENDED})
+
+
+class AcceptanceSubmitter(models.TextChoices):
+    """Who submitted an acceptance run: its weight depends on who pays (docs/security.md)."""
+
+    LESSEE = "lessee", "Lessee (customer, who pays)"
+    LESSOR = "lessor", "Lessor (provider, who is paid): a claim"
+    OPERATOR = "operator", "Operator"
+    UNRECORDED = "unrecorded", "Not recorded (runs stored before submitters were)"
+
+
+class AcceptanceRunStatus(models.TextChoices):
+    """Whether an acceptance run counts: the payer's and operators' runs do; the lessor's are
+    claims until the lessee confirms them, silence applies the clause, or an operator decides."""
+
+    RECORDED = "recorded", "Recorded (the lessee's or an operator's run)"
+    CLAIMED = "claimed", "Claimed by the lessor, awaiting the lessee"
+    CONFIRMED = "confirmed", "Confirmed by the lessee"
+    DEEMED_ACCEPTED = "deemed_accepted", "Accepted by the lessee's silence (per the clause)"
+    DISPUTED = "disputed", "Disputed, awaiting an operator"
+    DECIDED = "decided", "Decided by an operator"
+    LAPSED = "lapsed", "Lapsed (acceptance was settled otherwise)"
+
+
+R = AcceptanceRunStatus
+
+# A run submitted by the lessee or an operator is recorded and counts at once; a lessor's claim
+# waits for the lessee (or the clause's rule on silence), a dispute for an operator.
+ACCEPTANCE_RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    R.RECORDED: frozenset(),
+    R.CLAIMED: frozenset({R.CONFIRMED, R.DEEMED_ACCEPTED, R.DISPUTED, R.LAPSED}),
+    R.DISPUTED: frozenset({R.DECIDED, R.LAPSED}),
+    R.CONFIRMED: frozenset(),
+    R.DEEMED_ACCEPTED: frozenset(),
+    R.DECIDED: frozenset(),
+    R.LAPSED: frozenset(),
+}
+
+# The only way an acceptance run's status changes (contracts.services.acceptance).
+ACCEPTANCE_RUN_LIFECYCLE: Lifecycle[AcceptanceRun] = Lifecycle(
+    "acceptance run", ACCEPTANCE_RUN_TRANSITIONS
+)
+
+# Runs the engine judges (their verdict is stored); the others decide nothing.
+COUNTING_RUN_STATUSES = frozenset({R.RECORDED, R.CONFIRMED, R.DEEMED_ACCEPTED, R.DECIDED})
+OPEN_RUN_STATUSES = frozenset({R.CLAIMED, R.DISPUTED})

@@ -11,6 +11,9 @@ from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
 from contracts.choices import (
+    COUNTING_RUN_STATUSES,
+    AcceptanceRunStatus,
+    AcceptanceSubmitter,
     BillingPeriod,
     ClauseKind,
     ContractStatus,
@@ -28,6 +31,14 @@ def history_user(instance: models.Model, request: Any = None, **kwargs: Any) -> 
 
 
 RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
+# A claim the lessee answered: confirmed, accepted by silence, disputed, or (after a dispute)
+# decided.
+ANSWERED_RUN_STATUSES = [
+    AcceptanceRunStatus.CONFIRMED,
+    AcceptanceRunStatus.DEEMED_ACCEPTED,
+    AcceptanceRunStatus.DISPUTED,
+    AcceptanceRunStatus.DECIDED,
+]
 AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 4}
 
 
@@ -135,28 +146,122 @@ class Clause(models.Model):
 
 
 class AcceptanceRun(models.Model):
-    """One throughput / precision acceptance measurement submitted for a contract."""
+    """One throughput / precision acceptance measurement submitted for a contract.
+
+    The lessee's and operators' runs count at once; the lessor's is a claim that counts only
+    once the lessee confirms it, the clause's rule on silence applies, or an operator decides
+    its dispute. Every change of status happens under the contract's row lock.
+    """
 
     contract = models.ForeignKey(Contract, on_delete=models.CASCADE, related_name="acceptance_runs")
     metric = models.CharField(max_length=32)
     measured_value = models.DecimalField(max_digits=20, decimal_places=6)
     quality_delta_pct = models.DecimalField(max_digits=9, decimal_places=4, null=True, blank=True)
     report = models.JSONField(default=dict, blank=True, help_text="Raw benchmark report, kept.")
-    run_by = models.CharField(max_length=200, blank=True)
+    run_by = models.CharField(max_length=200, blank=True, help_text="Who ran the benchmark.")
     ran_at = models.DateTimeField()
-    passed = models.BooleanField()
+    passed = models.BooleanField(
+        null=True, help_text="The verdict of a run that counts; empty while it decides nothing."
+    )
+    status = models.CharField(max_length=16, choices=AcceptanceRunStatus.choices)
+    submitted_by_party = models.CharField(max_length=16, choices=AcceptanceSubmitter.choices)
+    submitted_by_organization = models.ForeignKey(
+        Organization, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    submitted_by = models.CharField(max_length=200, blank=True, help_text="Who submitted it.")
+    claim_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="A claim: when the lessee's window to answer closes."
+    )
+    responded_at = models.DateTimeField(null=True, blank=True)
+    responded_by = models.CharField(
+        max_length=200, blank=True, help_text="Who confirmed or disputed the claim (or silence)."
+    )
+    dispute_reason = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.CharField(max_length=200, blank=True, help_text="The operator.")
+    decision_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["ran_at", "id"]
+        indexes = [
+            models.Index(
+                fields=["claim_expires_at"],
+                condition=Q(status=AcceptanceRunStatus.CLAIMED),
+                name="acceptance_open_claim_idx",
+            )
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(measured_value__gte=0), name="acceptance_value_non_negative"
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=AcceptanceRunStatus.values)
+                & Q(submitted_by_party__in=AcceptanceSubmitter.values),
+                name="acceptance_status_and_party_known",
+            ),
+            # The lessor's run is a claim with a deadline; anyone else's is recorded as it is.
+            models.CheckConstraint(
+                condition=(
+                    Q(submitted_by_party=AcceptanceSubmitter.LESSOR)
+                    & Q(claim_expires_at__isnull=False)
+                    & ~Q(status=AcceptanceRunStatus.RECORDED)
+                )
+                | (
+                    ~Q(submitted_by_party=AcceptanceSubmitter.LESSOR)
+                    & Q(claim_expires_at__isnull=True)
+                    & Q(status=AcceptanceRunStatus.RECORDED)
+                ),
+                name="acceptance_claim_iff_lessor",
+            ),
+            models.CheckConstraint(
+                condition=~Q(
+                    submitted_by_party__in=[AcceptanceSubmitter.LESSEE, AcceptanceSubmitter.LESSOR]
+                )
+                | Q(submitted_by_organization__isnull=False),
+                name="acceptance_party_has_organization",
+            ),
+            # A verdict exactly on the runs that count.
+            models.CheckConstraint(
+                condition=(Q(status__in=sorted(COUNTING_RUN_STATUSES)) & Q(passed__isnull=False))
+                | (~Q(status__in=sorted(COUNTING_RUN_STATUSES)) & Q(passed__isnull=True)),
+                name="acceptance_verdict_iff_counts",
+            ),
+            # Confirmed, accepted by silence, disputed or decided: the lessee (or its silence)
+            # answered the claim, and when; a recorded run or an open claim has no answer yet.
+            models.CheckConstraint(
+                condition=Q(status=AcceptanceRunStatus.LAPSED)
+                | (
+                    Q(status__in=[AcceptanceRunStatus.RECORDED, AcceptanceRunStatus.CLAIMED])
+                    & Q(responded_at__isnull=True)
+                )
+                | (
+                    Q(status__in=ANSWERED_RUN_STATUSES)
+                    & Q(responded_at__isnull=False)
+                    & ~Q(responded_by="")
+                ),
+                name="acceptance_answer_recorded",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status__in=[AcceptanceRunStatus.DISPUTED, AcceptanceRunStatus.DECIDED])
+                | ~Q(dispute_reason=""),
+                name="acceptance_dispute_has_reason",
+            ),
+            # A decided run has its decider, when and why; nothing else has a decision.
+            models.CheckConstraint(
+                condition=(
+                    Q(status=AcceptanceRunStatus.DECIDED)
+                    & Q(decided_at__isnull=False)
+                    & ~Q(decided_by="")
+                    & ~Q(decision_reason="")
+                )
+                | (~Q(status=AcceptanceRunStatus.DECIDED) & Q(decided_at__isnull=True)),
+                name="acceptance_decided_has_decider",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.contract.number} {self.metric}={self.measured_value}"
+        return f"{self.contract.number} {self.metric}={self.measured_value} ({self.status})"
 
 
 class ContractEvent(models.Model):

@@ -68,6 +68,12 @@ class ThroughputAcceptance(_Clause):
     precision_tolerance_pct: Percent
     max_attempts: int = Field(default=3, ge=1)
     remedy_window_days: NonNegativeInt = 14
+    # A run the lessor submits is a claim: the lessee confirms or disputes it within this many
+    # hours (three days span a weekend); when nobody answers, `claim_silence` says what silence
+    # means. "disputed" (the default) sends it to an operator, so the provider's word alone never
+    # starts billing; "accepted" is deemed acceptance the lessee agreed to when it signed.
+    claim_window_hours: int = Field(default=72, ge=1, le=24 * 30)
+    claim_silence: Literal["accepted", "disputed"] = "disputed"
 
     @model_validator(mode="after")
     def _model_named_for_token_throughput(self) -> ThroughputAcceptance:

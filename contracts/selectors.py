@@ -9,7 +9,13 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from accounts.models import Organization
 from contracts import engine
-from contracts.choices import EventKind, Party
+from contracts.choices import (
+    COUNTING_RUN_STATUSES,
+    AcceptanceRunStatus,
+    AcceptanceSubmitter,
+    EventKind,
+    Party,
+)
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.schemas import parse_clause
 
@@ -37,6 +43,12 @@ def party_of(*, contract: Contract, organization: Organization | None) -> str | 
     return None
 
 
+def acceptance_submitter_of(*, contract: Contract, organization: Organization | None) -> str:
+    """The side an acceptance run is submitted as: the caller's party, else an operator (the
+    service refuses a caller that is neither)."""
+    return party_of(contract=contract, organization=organization) or AcceptanceSubmitter.OPERATOR
+
+
 def contract_terms(contract: Contract) -> engine.ContractTerms:
     """The engine's plain view of a contract: terms and parsed clauses, no ORM objects."""
     clauses = tuple(parse_clause({"kind": c.kind, **c.params}) for c in contract.clauses.all())
@@ -56,17 +68,60 @@ def contract_terms(contract: Contract) -> engine.ContractTerms:
     )
 
 
+# Who answers a claim when its lessee stays silent: the clause's rule, applied by the sweep.
+SILENCE_ACTOR = "system:acceptance-claims"
+
+
+def acceptance_run_attestation(run: AcceptanceRun) -> str:
+    """Who vouches for a run, as a phrase for sentences ("claimed by X (lessor), confirmed by
+    Y (lessee)"); reads the run's contract parties and submitting organization."""
+    contract = run.contract
+    submitter = run.submitted_by_organization
+    party = run.submitted_by_party
+    if party == AcceptanceSubmitter.LESSEE:
+        return f"submitted by {submitter} (lessee)"
+    if party == AcceptanceSubmitter.OPERATOR:
+        return f"recorded by an operator ({run.submitted_by or 'staff'})"
+    if party == AcceptanceSubmitter.UNRECORDED:
+        return ""
+    claim = f"claimed by {submitter} (lessor)"
+    silent = run.responded_by == SILENCE_ACTOR
+    if run.status == AcceptanceRunStatus.CONFIRMED:
+        return f"{claim}, confirmed by {contract.lessee} (lessee)"
+    if run.status == AcceptanceRunStatus.DEEMED_ACCEPTED:
+        return f"{claim}, accepted by the silence of {contract.lessee} (lessee)"
+    if run.status == AcceptanceRunStatus.DECIDED:
+        disputed = "by silence" if silent else f"by {contract.lessee} (lessee)"
+        return f"{claim}, disputed {disputed}, decided by an operator ({run.decided_by})"
+    return claim
+
+
 def acceptance_runs_of(contract: Contract) -> list[engine.AcceptanceRun]:
-    """The contract's acceptance runs as engine inputs, in time order."""
+    """The runs of the contract that count (the lessee's, operators', and claims the lessee
+    confirmed, silence accepted or an operator decided) as engine inputs, in time order."""
+    runs = (
+        AcceptanceRun.objects.filter(contract=contract, status__in=COUNTING_RUN_STATUSES)
+        .select_related("contract__lessee", "submitted_by_organization")
+        .order_by("ran_at", "id")
+    )
     return [
         engine.AcceptanceRun(
             at=run.ran_at,
             metric=run.metric,
             measured_value=run.measured_value,
             quality_delta_pct=run.quality_delta_pct,
+            attested_by=acceptance_run_attestation(run),
+            verdict=run.passed if run.status == AcceptanceRunStatus.DECIDED else None,
         )
-        for run in AcceptanceRun.objects.filter(contract=contract).order_by("ran_at", "id")
+        for run in runs
     ]
+
+
+def acceptance_runs_with_relations() -> QuerySet[AcceptanceRun]:
+    """Acceptance runs with their contract's parties and submitter fetched (lists, details)."""
+    return AcceptanceRun.objects.select_related(
+        "contract__lessor", "contract__lessee", "submitted_by_organization"
+    )
 
 
 RATE_EVENT_KINDS = (EventKind.PRICE_STEP, EventKind.HARDWARE_REPLACEMENT_RATE)

@@ -19,7 +19,8 @@ from accounts.models import Organization
 from contracts.services import contracts_end_due
 from inventory.models import Node, Site
 from leasing.models import Lease, Offer, SlaOffering
-from leasing.services.changes import lease_acceptance_run_record, lease_reject, leases_end_due
+from leasing.services.acceptance import lease_acceptance_run_record
+from leasing.services.changes import lease_reject, leases_end_due
 from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_offering_create
 
@@ -197,6 +198,8 @@ def _leases(offers: list[Offer], lab: Organization, robotics: Organization) -> N
     for measured in ("1800", "1900"):
         lease_acceptance_run_record(
             lease=failing,
+            party="lessee",
+            organization=failing.customer,
             actor=ACTOR,
             metric="output_tokens_per_s",
             measured_value=Decimal(measured),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
+from leasing.services.acceptance import acceptance_claims_resolve
 from leasing.services.allocation import expired_holds_release
 from leasing.services.changes import leases_end_due
 
@@ -19,3 +20,9 @@ def expire_holds() -> int:
 def end_due_leases() -> int:
     """Mark leases whose window is over as ended."""
     return leases_end_due()
+
+
+@shared_task(name="leasing.resolve_acceptance_claims")
+def resolve_acceptance_claims() -> int:
+    """Apply the acceptance clause's rule on silence to provider claims whose window passed."""
+    return acceptance_claims_resolve(now=timezone.now())

@@ -35,7 +35,7 @@ from billing.services.documents import credit_note_issue
 from billing.services.ingest import usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh_batch
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
-from contracts.services import contract_activate
+from contracts.services import acceptance_run_record, contract_activate
 from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
@@ -54,7 +54,7 @@ from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
-from tests.contracts.factories import h200_contract
+from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
 from tests.inventory.factories import make_node, make_site, node_payload, site_payload
 from tests.leasing.factories import hour_from_now, make_offer, make_sla_offering
 
@@ -449,6 +449,35 @@ def _contract(world: World, _: str) -> Built:
     )
 
 
+def _acceptance_claim(world: World, _: str) -> Built:
+    """A provider's claim on a contract pending acceptance between A's provider and customer."""
+
+    def make() -> AcceptanceRun:
+        contract = h200_contract(world.provider, world.customer, clauses=[ACCEPTANCE_TOKENS])
+        contract = contract_activate(contract=contract, actor="tenant", at=contract.term_start)
+        run, _ = acceptance_run_record(
+            contract=contract,
+            party="lessor",
+            organization=world.provider,
+            metric="output_tokens_per_s",
+            measured_value=Decimal("2600"),
+            quality_delta_pct=Decimal("0.2"),
+            actor="tenant",
+        )
+        return run
+
+    run = world.once("acceptance_claim", make)
+    return Built(
+        run,
+        kwargs={"pk": run.pk},
+        watch=[
+            Contract.objects.filter(pk=run.contract_id),
+            ContractEvent.objects.filter(contract_id=run.contract_id),
+            AcceptanceRun.objects.filter(contract_id=run.contract_id),
+        ],
+    )
+
+
 def _paused_offer(world: World, _: str) -> Built:
     """A paused offer: only its provider reads it (a published one is public browse)."""
     offer = world.paused_offer()
@@ -819,6 +848,16 @@ TENANT_RESOURCES: dict[str, Resource] = {
         build=_lease,
         bodies={
             "create": lambda b: {"metric": "output_tokens_per_s", "measured_value": "2600"},
+        },
+    ),
+    # Runs of the caller's contracts: the lessee answers a claim, an operator decides a dispute
+    # (B's keys are neither, so every write is refused: 404 for B's party, 403 operator_only).
+    "acceptance": Resource(
+        owners=(CUSTOMER, PROVIDER),
+        build=_acceptance_claim,
+        bodies={
+            "dispute": lambda b: {"reason": "another tenant disputes"},
+            "decide": lambda b: {"passed": True, "reason": "another tenant decides"},
         },
     ),
     # A lease's history: its customer and the provider of its offer read it, nobody else.

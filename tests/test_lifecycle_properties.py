@@ -1,6 +1,9 @@
-"""Random sequences of real service calls on holds, leases, contracts and invoices (hypothesis,
-rule-based): no entity ever has a status outside its lifecycle map, every move read from the
-event rows is one the map allows, and every status change has exactly one event row.
+"""Random sequences of real service calls on holds, leases, contracts, acceptance runs and
+invoices (hypothesis, rule-based): no entity ever has a status outside its lifecycle map, every
+move read from the event rows is one the map allows, and every status change has exactly one
+event row. Acceptance is modelled as the trust rule has it: the customer's runs count, the
+provider's are claims that count only once the customer confirms them, silence applies the
+clause, or an operator decides the dispute; a claim alone never starts billing.
 
 Calls that should be refused are part of the sequences (a second release, an acceptance run on
 an ended lease, voiding a paid invoice ...): a refusal is a domain error and changes nothing.
@@ -39,16 +42,29 @@ from billing.services.documents import (
     invoice_mark_uncollectible,
     invoice_void,
 )
-from contracts.choices import CONTRACT_LIFECYCLE, ContractStatus, EndReason, EventKind
-from contracts.models import Contract, ContractEvent
+from contracts.choices import (
+    ACCEPTANCE_RUN_LIFECYCLE,
+    CONTRACT_LIFECYCLE,
+    AcceptanceRunStatus,
+    ContractStatus,
+    EndReason,
+    EventKind,
+)
+from contracts.models import AcceptanceRun, Contract, ContractEvent
 from contracts.services import contract_transition, contracts_end_due
 from core.errors import ApplicationError
 from core.lifecycle import Lifecycle
 from leasing.choices import HOLD_LIFECYCLE, LEASE_LIFECYCLE, LeaseEventKind
 from leasing.models import Hold, Lease, LeaseEvent
 from leasing.services.allocation import expired_holds_release
-from leasing.services.changes import (
+from leasing.services.acceptance import (
+    acceptance_claims_resolve,
+    lease_acceptance_claim_confirm,
+    lease_acceptance_claim_dispute,
+    lease_acceptance_dispute_decide,
     lease_acceptance_run_record,
+)
+from leasing.services.changes import (
     lease_exit,
     lease_extend,
     lease_reject,
@@ -64,7 +80,16 @@ from tests.leasing.pool import make_pool
 pytestmark = pytest.mark.django_db
 
 START = datetime(2031, 1, 6, 9, tzinfo=UTC)
+# One attempt; a provider's claim unanswered for a day counts as accepted (the clause's choice;
+# explicit disputes still reach the operator), so every way a claim can go is reachable.
+ACCEPTANCE_CLAUSE = {
+    **ACCEPTANCE_TOKENS,
+    "max_attempts": 1,
+    "claim_window_hours": 24,
+    "claim_silence": "accepted",
+}
 ACTOR = "property"
+OPEN_RUNS = (AcceptanceRunStatus.CLAIMED, AcceptanceRunStatus.DISPUTED)
 _worlds = itertools.count()
 
 Key = tuple[str, int]
@@ -93,6 +118,17 @@ def _chains(
         assert at == status, f"{kind} {pk} is {status} but its rows end at {at}"
         seen[(kind, pk)] = (status, len(moves.get(pk, [])))
     return seen
+
+
+RUN_EVENT_KINDS = (
+    EventKind.ACCEPTANCE_RUN,
+    EventKind.ACCEPTANCE_CLAIMED,
+    EventKind.ACCEPTANCE_CONFIRMED,
+    EventKind.ACCEPTANCE_DEEMED_ACCEPTED,
+    EventKind.ACCEPTANCE_DISPUTED,
+    EventKind.ACCEPTANCE_DECIDED,
+    EventKind.ACCEPTANCE_CLAIM_LAPSED,
+)
 
 
 def histories() -> dict[Key, tuple[str, int]]:
@@ -136,6 +172,21 @@ def histories() -> dict[Key, tuple[str, int]]:
     found |= _chains("lease", LEASE_LIFECYCLE, leases, lease_first, lease_moves)
     found |= _chains("hold", HOLD_LIFECYCLE, holds, hold_first, hold_moves)
 
+    # Acceptance runs: the submission event names the first status, each move has its event.
+    run_first: dict[int, str] = {}
+    run_moves: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for kind, inputs in (
+        ContractEvent.objects.filter(kind__in=RUN_EVENT_KINDS)
+        .values_list("kind", "inputs")
+        .order_by("id")
+    ):
+        if kind in (EventKind.ACCEPTANCE_RUN, EventKind.ACCEPTANCE_CLAIMED):
+            run_first[inputs["run_id"]] = inputs["status"]
+        else:
+            run_moves[inputs["run_id"]].append((inputs["from_status"], inputs["to_status"]))
+    runs = dict(AcceptanceRun.objects.values_list("pk", "status"))
+    found |= _chains("acceptance run", ACCEPTANCE_RUN_LIFECYCLE, runs, run_first, run_moves)
+
     invoice_moves: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for invoice_id, from_status, to_status in InvoiceEvent.objects.values_list(
         "invoice_id", "from_status", "to_status"
@@ -170,7 +221,7 @@ class Lifecycles(RuleBasedStateMachine):
                 available_from=START - timedelta(days=60),
                 contract_template=[
                     EXIT_3_MONTHS,
-                    *([{**ACCEPTANCE_TOKENS, "max_attempts": 1}] if acceptance else []),
+                    *([ACCEPTANCE_CLAUSE] if acceptance else []),
                 ],
             )[0]
             for acceptance in (True, False)
@@ -265,13 +316,14 @@ class Lifecycles(RuleBasedStateMachine):
         )
         return multiple() if lease is None else lease.pk
 
-    @rule(lease=leases, passes=st.booleans())
-    def acceptance_run(self, lease: int, passes: bool) -> None:
+    def _run(self, lease: int, passes: bool, *, by_provider: bool) -> None:
         # Runs are taken once the lease has started.
         self.clock = max(self.clock, Lease.objects.get(pk=lease).start)
         self.attempt(
             lambda: lease_acceptance_run_record(
                 lease=Lease.objects.get(pk=lease),
+                party="lessor" if by_provider else "lessee",
+                organization=self.provider if by_provider else self.customer,
                 actor=ACTOR,
                 metric="output_tokens_per_s",
                 measured_value=Decimal("2600" if passes else "1000"),
@@ -279,6 +331,57 @@ class Lifecycles(RuleBasedStateMachine):
                 ran_at=self.clock,
             )
         )
+
+    @rule(lease=leases, passes=st.booleans())
+    def acceptance_run(self, lease: int, passes: bool) -> None:
+        self._run(lease, passes, by_provider=False)
+
+    @rule(lease=leases, passes=st.booleans())
+    def provider_claims_acceptance(self, lease: int, passes: bool) -> None:
+        """The provider's run is a claim: on its own it moves neither the contract nor billing."""
+        before = Contract.objects.get(lease=lease)
+        self._run(lease, passes, by_provider=True)
+        after = Contract.objects.get(lease=lease)
+        assert (after.status, after.billing_start) == (before.status, before.billing_start)
+
+    def has_open_runs(self) -> bool:
+        return AcceptanceRun.objects.filter(status__in=OPEN_RUNS).exists()
+
+    @precondition(has_open_runs)
+    @rule(
+        data=st.data(),
+        answer=st.sampled_from(["confirm", "dispute", "provider_confirms", "pass", "fail"]),
+    )
+    def answer_a_claim(self, data: st.DataObject, answer: str) -> None:
+        """The customer confirms or disputes a claim (the provider may not), an operator
+        decides a dispute; refusals (a closed window, a decided run) change nothing."""
+        runs = list(AcceptanceRun.objects.order_by("pk"))
+        open_runs = [r for r in runs if r.status in OPEN_RUNS]
+        run = data.draw(st.sampled_from(open_runs) | st.sampled_from(runs))
+        calls: dict[str, Callable[[], Any]] = {
+            "confirm": lambda: lease_acceptance_claim_confirm(
+                run=run, organization=self.customer, actor=ACTOR
+            ),
+            "dispute": lambda: lease_acceptance_claim_dispute(
+                run=run,
+                organization=self.customer,
+                reason="numbers we cannot reproduce",
+                actor=ACTOR,
+            ),
+            "provider_confirms": lambda: lease_acceptance_claim_confirm(
+                run=run, organization=self.provider, actor=ACTOR
+            ),
+            "pass": lambda: lease_acceptance_dispute_decide(
+                run=run, passed=True, reason="the logs show it", actor=ACTOR
+            ),
+            "fail": lambda: lease_acceptance_dispute_decide(
+                run=run, passed=False, reason="the logs do not show it", actor=ACTOR
+            ),
+        }
+        before = AcceptanceRun.objects.get(pk=run.pk).status
+        self.attempt(calls[answer])
+        if answer == "provider_confirms":
+            assert AcceptanceRun.objects.get(pk=run.pk).status == before
 
     @rule(lease=leases)
     def reject(self, lease: int) -> None:
@@ -326,6 +429,7 @@ class Lifecycles(RuleBasedStateMachine):
         self.clock += timedelta(hours=hours)
         with self.now():
             expired_holds_release(now=self.clock)
+            acceptance_claims_resolve(now=self.clock)
             contracts_end_due(now=self.clock)
             leases_end_due(now=self.clock)
             billing_cycle_run(now=self.clock, deliver=False)
@@ -356,6 +460,23 @@ class Lifecycles(RuleBasedStateMachine):
         self.savepoint.__exit__(None, None, None)
 
     # ------------------------------------------------------------ what always holds
+
+    @invariant()
+    def billing_starts_only_on_a_run_the_customer_or_an_operator_vouched_for(self) -> None:
+        for contract in Contract.objects.filter(
+            billing_start__isnull=False, lease__offer=self.offers[True]
+        ):
+            assert AcceptanceRun.objects.filter(
+                contract=contract,
+                ran_at=contract.billing_start,
+                passed=True,
+                status__in=(
+                    AcceptanceRunStatus.RECORDED,
+                    AcceptanceRunStatus.CONFIRMED,
+                    AcceptanceRunStatus.DEEMED_ACCEPTED,
+                    AcceptanceRunStatus.DECIDED,
+                ),
+            ).exists(), f"{contract} started billing without a vouched-for passing run"
 
     @invariant()
     def every_status_change_has_exactly_one_allowed_event_row(self) -> None:

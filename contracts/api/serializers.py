@@ -6,8 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from contracts.choices import ClauseKind, EndReason, Party, PricingBasis
-from contracts.models import Clause, Contract, ContractEvent
+from contracts import engine
+from contracts.choices import AcceptanceRunStatus, ClauseKind, EndReason, Party, PricingBasis
+from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 
 
 class ClauseSerializer(serializers.ModelSerializer[Clause]):
@@ -194,11 +195,34 @@ class AcceptanceRunInputSerializer(serializers.Serializer[Any]):
 
 
 class AcceptanceOutcomeSerializer(serializers.Serializer[Any]):
-    """The engine's verdict after a run."""
+    """Where acceptance stands after a run: the run's status (a provider's run is a claim that
+    decides nothing yet), the engine's verdict and when billing starts."""
 
     run_id = serializers.IntegerField()
-    passed = serializers.BooleanField()
-    status = serializers.CharField()
+    run_status = serializers.ChoiceField(choices=AcceptanceRunStatus.choices)
+    passed = serializers.BooleanField(
+        allow_null=True, help_text="The run's verdict; null while it decides nothing (a claim)."
+    )
+    claim_expires_at = serializers.DateTimeField(
+        allow_null=True, help_text="A claim: until when the lessee may confirm or dispute it."
+    )
+    status = serializers.CharField(help_text="Acceptance: pending, failed_retry_allowed, ...")
     billing_start = serializers.DateTimeField(allow_null=True)
     explanation = serializers.CharField()
     contract_status = serializers.CharField()
+
+
+def acceptance_outcome_data(
+    *, run: AcceptanceRun, outcome: engine.AcceptanceOutcome, contract: Contract
+) -> dict[str, Any]:
+    """The body of AcceptanceOutcomeSerializer for a run just recorded, confirmed or decided."""
+    return {
+        "run_id": run.pk,
+        "run_status": run.status,
+        "passed": run.passed,
+        "claim_expires_at": run.claim_expires_at,
+        "status": outcome.status,
+        "billing_start": contract.billing_start,
+        "explanation": outcome.explanation,
+        "contract_status": contract.status,
+    }

@@ -28,9 +28,10 @@ from contracts.api.serializers import (
     ContractSerializer,
     ExitInputSerializer,
     TerminationQuoteSerializer,
+    acceptance_outcome_data,
 )
 from contracts.models import Contract, ContractEvent
-from contracts.selectors import contracts_with_relations, party_of
+from contracts.selectors import acceptance_submitter_of, contracts_with_relations, party_of
 from contracts.services import (
     acceptance_run_record,
     contract_activate,
@@ -192,22 +193,20 @@ class ContractViewSet(
     )
     @action(detail=True, methods=["post"], url_path="acceptance-runs")
     def acceptance_runs(self, request: Request, pk: str | None = None) -> Response:
-        """Submit an acceptance result; the engine decides pass or fail and billing start."""
+        """Submit an acceptance result: the lessee's (or an operator's) is judged now and may
+        start billing; the lessor's is a claim the lessee confirms or disputes."""
         contract = self.get_object()
         serializer = AcceptanceRunInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         run, outcome = acceptance_run_record(
-            contract=contract, actor=_actor(request), **serializer.validated_data
+            contract=contract,
+            party=acceptance_submitter_of(contract=contract, organization=self.caller.organization),
+            organization=self.caller.organization,
+            actor=_actor(request),
+            **serializer.validated_data,
         )
         contract.refresh_from_db()
-        body = {
-            "run_id": run.pk,
-            "passed": run.passed,
-            "status": outcome.status,
-            "billing_start": outcome.billing_start,
-            "explanation": outcome.explanation,
-            "contract_status": contract.status,
-        }
+        body = acceptance_outcome_data(run=run, outcome=outcome, contract=contract)
         return Response(AcceptanceOutcomeSerializer(body).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=ContractSerializer)

@@ -11,7 +11,12 @@ from contracts.schemas import ThroughputAcceptance
 
 
 def acceptance_run_passes(clause: ThroughputAcceptance, run: AcceptanceRun) -> bool:
-    """Fast enough and accurate enough; an unmeasured quality only passes where none applies."""
+    """Fast enough and accurate enough; an unmeasured quality only passes where none applies.
+
+    An operator's verdict on a disputed run stands instead of the measurement.
+    """
+    if run.verdict is not None:
+        return run.verdict
     if run.measured_value < clause.threshold:
         return False
     if run.quality_delta_pct is None:
@@ -26,7 +31,10 @@ def _run_decision(clause: ThroughputAcceptance, run: AcceptanceRun, attempt: int
     quality = (
         "not measured" if run.quality_delta_pct is None else f"{_pct(run.quality_delta_pct)} %"
     )
-    verdict = "passed: billing starts now" if passed else "failed"
+    verdict = "passed: billing starts" if passed else "failed"
+    if run.verdict is not None:
+        verdict = f"an operator decided it {verdict}"
+    attested = f" ({run.attested_by})" if run.attested_by else ""
     return Decision(
         kind="acceptance_passed" if passed else "acceptance_failed",
         effective_at=run.at,
@@ -34,7 +42,8 @@ def _run_decision(clause: ThroughputAcceptance, run: AcceptanceRun, attempt: int
             f"Acceptance attempt {attempt} of {clause.max_attempts} measured "
             f"{_pct(run.measured_value)} {clause.metric} against a threshold of "
             f"{_pct(clause.threshold)}, quality loss {quality} against a tolerance of "
-            f"{_pct(clause.precision_tolerance_pct)} %: {verdict}."
+            f"{_pct(clause.precision_tolerance_pct)} %{attested}: {verdict}"
+            f"{f' at {run.at:%Y-%m-%d %H:%M} UTC' if passed else ''}."
         ),
         inputs=_inputs(
             attempt=attempt,
@@ -45,6 +54,8 @@ def _run_decision(clause: ThroughputAcceptance, run: AcceptanceRun, attempt: int
             precision_tolerance_pct=clause.precision_tolerance_pct,
             max_attempts=clause.max_attempts,
             run_at=run.at,
+            **({"attested_by": run.attested_by} if run.attested_by else {}),
+            **({"operator_verdict": run.verdict} if run.verdict is not None else {}),
         ),
     )
 

@@ -86,12 +86,18 @@ class Period:
 
 @dataclass(frozen=True, slots=True)
 class AcceptanceRun:
-    """One acceptance measurement; quality_delta_pct is the relative quality loss (perplexity)."""
+    """One acceptance measurement; quality_delta_pct is the relative quality loss (perplexity).
+
+    `attested_by` says who vouches for it, for the sentence; `verdict` is an operator's decision
+    of a disputed run, which stands instead of the measurement.
+    """
 
     at: datetime
     metric: str
     measured_value: Decimal
     quality_delta_pct: Decimal | None = None
+    attested_by: str = ""
+    verdict: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "at", _utc(self.at, "at"))

@@ -4,12 +4,21 @@ Callers import the public services from here (`from contracts.services import co
 the modules of this package import each other directly.
 
 - lifecycle: create, amend, activate, status changes, the event writers
-- acceptance: acceptance runs and rejection after a failed acceptance
+- acceptance: acceptance runs, the lessor's claims and their answers (confirm, dispute, an
+  operator's decision, silence), and rejection after a failed acceptance
 - price_steps: generational price steps from market facts
 - exit: termination quotes, notice, ending what is due, hardware replacement, insolvency
 """
 
-from contracts.services.acceptance import acceptance_run_record, contract_reject_at_acceptance
+from contracts.services.acceptance import (
+    acceptance_claim_confirm,
+    acceptance_claim_dispute,
+    acceptance_claims_due,
+    acceptance_dispute_decide,
+    acceptance_run_record,
+    contract_acceptance_claims_resolve,
+    contract_reject_at_acceptance,
+)
 from contracts.services.exit import (
     contract_flag_insolvency,
     contract_replace_hardware,
@@ -36,7 +45,12 @@ from contracts.services.price_steps import (
 
 __all__ = [
     "AMENDABLE_FIELDS",
+    "acceptance_claim_confirm",
+    "acceptance_claim_dispute",
+    "acceptance_claims_due",
+    "acceptance_dispute_decide",
     "acceptance_run_record",
+    "contract_acceptance_claims_resolve",
     "contract_activate",
     "contract_amend",
     "contract_create",

@@ -165,22 +165,57 @@ class ReplaceGpuInputSerializer(serializers.Serializer[Any]):
 
 
 class AcceptanceRunSerializer(serializers.ModelSerializer[AcceptanceRun]):
-    """An acceptance run as stored, report included."""
+    """An acceptance run as stored: what was measured, who submitted it, whether it counts
+    (a provider's run is a claim until the lessee confirms it, silence applies the clause, or an
+    operator decides its dispute), the deadline of a claim and every answer."""
+
+    contract = serializers.IntegerField(source="contract_id", read_only=True)
+    submitted_by_organization = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    passed = serializers.BooleanField(
+        allow_null=True, read_only=True, help_text="The verdict; null while it decides nothing."
+    )
 
     class Meta:
         model = AcceptanceRun
         fields = [
             "id",
+            "contract",
             "metric",
             "measured_value",
             "quality_delta_pct",
             "report",
             "run_by",
             "ran_at",
+            "status",
             "passed",
+            "submitted_by_party",
+            "submitted_by_organization",
+            "submitted_by",
+            "claim_expires_at",
+            "responded_at",
+            "responded_by",
+            "dispute_reason",
+            "decided_at",
+            "decided_by",
+            "decision_reason",
             "created_at",
         ]
         read_only_fields = fields
+
+
+class AcceptanceDisputeInputSerializer(serializers.Serializer[Any]):
+    """Why the lessee disputes a provider's claim (an operator reads it)."""
+
+    reason = serializers.CharField(max_length=2000)
+
+
+class AcceptanceDecisionInputSerializer(serializers.Serializer[Any]):
+    """An operator's decision of a disputed claim: pass or fail, and why."""
+
+    passed = serializers.BooleanField()
+    reason = serializers.CharField(max_length=2000)
 
 
 class LeaseEventSerializer(serializers.ModelSerializer[LeaseEvent]):

@@ -3,6 +3,7 @@
 from core.api.routers import Router
 from leasing.api.views_leasing import (
     AcceptanceRunViewSet,
+    ContractAcceptanceRunViewSet,
     HoldViewSet,
     LeaseEventViewSet,
     LeaseViewSet,
@@ -15,5 +16,7 @@ router.register(
     r"leases/(?P<lease_pk>[^/.]+)/acceptance-runs", AcceptanceRunViewSet, basename="acceptance-run"
 )
 router.register(r"leases/(?P<lease_pk>[^/.]+)/events", LeaseEventViewSet, basename="lease-event")
+# Every run of the caller's contracts, leased or not; confirm, dispute and decide live here.
+router.register("acceptance-runs", ContractAcceptanceRunViewSet, basename="acceptance")
 
 urlpatterns = router.urls

@@ -8,20 +8,29 @@ from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
-from accounts.permissions import request_caller
+from accounts.models import Organization
+from accounts.permissions import HasOrganizationScope, IsOperator, request_caller
 from accounts.selectors import Caller, scope_queryset
-from contracts.api.serializers import AcceptanceOutcomeSerializer, AcceptanceRunInputSerializer
-from contracts.models import AcceptanceRun
+from contracts.api.serializers import (
+    AcceptanceOutcomeSerializer,
+    AcceptanceRunInputSerializer,
+    acceptance_outcome_data,
+)
+from contracts.models import AcceptanceRun, Contract
+from contracts.selectors import acceptance_runs_with_relations, acceptance_submitter_of
 from core.api.idempotency import idempotent
 from core.errors import NotFound, ValidationFailed
 from inventory.models import Gpu
-from leasing.api.filters_leasing import LeaseEventFilter
+from leasing.api.filters_leasing import AcceptanceRunFilter, LeaseEventFilter
 from leasing.api.serializers_leasing import (
+    AcceptanceDecisionInputSerializer,
+    AcceptanceDisputeInputSerializer,
     AcceptanceRunSerializer,
     ExtendInputSerializer,
     HoldInputSerializer,
@@ -35,8 +44,13 @@ from leasing.api.serializers_leasing import (
 from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote
 from leasing.selectors import offers_visible
-from leasing.services.changes import (
+from leasing.services.acceptance import (
+    lease_acceptance_claim_confirm,
+    lease_acceptance_claim_dispute,
+    lease_acceptance_dispute_decide,
     lease_acceptance_run_record,
+)
+from leasing.services.changes import (
     lease_exit,
     lease_extend,
     lease_reject,
@@ -275,29 +289,29 @@ class AcceptanceRunViewSet(
         return _visible_lease(self)
 
     def get_queryset(self) -> QuerySet[AcceptanceRun]:
-        return AcceptanceRun.objects.filter(contract__lease=self._lease())
+        return acceptance_runs_with_relations().filter(contract__lease=self._lease())
 
     @extend_schema(
         request=AcceptanceRunInputSerializer, responses={201: AcceptanceOutcomeSerializer}
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Submit a run: the lessee's (or an operator's) is judged now and may start billing;
+        the provider's is a claim the lessee confirms or disputes at /acceptance-runs/{id}/."""
         lease = self._lease()
         serializer = AcceptanceRunInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         if not data.get("run_by"):
             data["run_by"] = _actor(request)
+        organization = self.caller.organization
         lease, run, outcome = lease_acceptance_run_record(
-            lease=lease, actor=_actor(request), **data
+            lease=lease,
+            party=acceptance_submitter_of(contract=lease.contract, organization=organization),
+            organization=organization,
+            actor=_actor(request),
+            **data,
         )
-        body = {
-            "run_id": run.pk,
-            "passed": run.passed,
-            "status": outcome.status,
-            "billing_start": outcome.billing_start,
-            "explanation": outcome.explanation,
-            "contract_status": lease.contract.status,
-        }
+        body = acceptance_outcome_data(run=run, outcome=outcome, contract=lease.contract)
         return Response(AcceptanceOutcomeSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
@@ -316,3 +330,78 @@ class LeaseEventViewSet(
 
     def get_queryset(self) -> QuerySet[LeaseEvent]:
         return LeaseEvent.objects.filter(lease=_visible_lease(self))
+
+
+# ---------------------------------------------------------------- acceptance runs of contracts
+
+
+class ContractAcceptanceRunViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[AcceptanceRun],
+):
+    """GET /api/v1/acceptance-runs/ — acceptance runs of the caller's contracts (lessee or
+    lessor; operators all), with their status and a claim's deadline. The lessee confirms or
+    disputes a provider's claim; an operator decides a dispute. A lease follows its contract."""
+
+    queryset = acceptance_runs_with_relations()
+    serializer_class = AcceptanceRunSerializer
+    tenant_fields = ("contract__lessor", "contract__lessee")
+    filterset_class = AcceptanceRunFilter
+    ordering_fields = ["id", "ran_at", "claim_expires_at"]
+
+    def get_permissions(self) -> list[BasePermission]:
+        if self.action == "decide":
+            return [IsOperator()]
+        return [HasOrganizationScope()]
+
+    def _lessee(self) -> Organization:
+        organization = self.caller.organization
+        if organization is None:  # pragma: no cover - every API caller acts for one
+            raise Forbidden("Only the lessee can answer a claim.", code="lessee_only")
+        return organization
+
+    def _outcome(self, run: AcceptanceRun, outcome: Any) -> Response:
+        contract = Contract.objects.get(pk=run.contract_id)
+        body = acceptance_outcome_data(run=run, outcome=outcome, contract=contract)
+        return Response(AcceptanceOutcomeSerializer(body).data)
+
+    @extend_schema(request=None, responses=AcceptanceOutcomeSerializer)
+    @action(detail=True, methods=["post"])
+    def confirm(self, request: Request, pk: str | None = None) -> Response:
+        """The lessee confirms the provider's claim: it counts as if the lessee had posted it."""
+        run, outcome = lease_acceptance_claim_confirm(
+            run=self.get_object(), organization=self._lessee(), actor=_actor(request)
+        )
+        return self._outcome(run, outcome)
+
+    @extend_schema(request=AcceptanceDisputeInputSerializer, responses=AcceptanceRunSerializer)
+    @action(detail=True, methods=["post"])
+    def dispute(self, request: Request, pk: str | None = None) -> Response:
+        """The lessee disputes the provider's claim, with a reason; an operator decides it."""
+        run = self.get_object()
+        serializer = AcceptanceDisputeInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        run = lease_acceptance_claim_dispute(
+            run=run,
+            organization=self._lessee(),
+            reason=serializer.validated_data["reason"],
+            actor=_actor(request),
+        )
+        return Response(AcceptanceRunSerializer(self.get_queryset().get(pk=run.pk)).data)
+
+    @extend_schema(request=AcceptanceDecisionInputSerializer, responses=AcceptanceOutcomeSerializer)
+    @action(detail=True, methods=["post"])
+    def decide(self, request: Request, pk: str | None = None) -> Response:
+        """Operators decide a disputed claim, pass or fail with a reason."""
+        run = self.get_object()
+        serializer = AcceptanceDecisionInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        run, outcome = lease_acceptance_dispute_decide(
+            run=run,
+            passed=serializer.validated_data["passed"],
+            reason=serializer.validated_data["reason"],
+            actor=_actor(request),
+        )
+        return self._outcome(run, outcome)

@@ -1,4 +1,4 @@
-"""Changes to a lease after it exists: acceptance and status sync, extension, early exit,
+"""Changes to a lease after it exists: status sync with its contract, extension, early exit,
 rejection after failed acceptance, GPU replacement, preemption of interruptible capacity, and
 ending leases that are due.
 
@@ -10,7 +10,6 @@ GPUs in pk order, then allocations in pk order, then the contract.
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
 
 from django.db import transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
@@ -20,7 +19,6 @@ from django.utils import timezone
 from contracts import engine
 from contracts.choices import ContractStatus, EndReason, EventKind
 from contracts.services import (
-    acceptance_run_record,
     contract_amend,
     contract_reject_at_acceptance,
     contract_replace_hardware,
@@ -82,15 +80,6 @@ def lease_sync_status(lease: Lease, *, actor: str) -> Lease:
         inputs={"contract_status": contract.status, "end_reason": contract.end_reason},
         update_fields=["ended_at"],
     )
-
-
-@transaction.atomic
-def lease_acceptance_run_record(*, lease: Lease, actor: str, **run: Any) -> tuple[Lease, Any, Any]:
-    """Record an acceptance run on the lease's contract; pass starts billing and the lease."""
-    lease = lease_lock(lease)
-    record, outcome = acceptance_run_record(contract=lease.contract, actor=actor, **run)
-    lease.contract.refresh_from_db()
-    return lease_sync_status(lease, actor=actor), record, outcome
 
 
 def leases_end_due(*, now: datetime | None = None) -> int:

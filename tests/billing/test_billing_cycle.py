@@ -38,7 +38,7 @@ from billing.services.cycle import billing_cycle_run
 from billing.services.documents import credit_note_issue, invoice_void
 from core.errors import SemanticError
 from leasing.models import Lease
-from leasing.services.changes import lease_acceptance_run_record
+from leasing.services.acceptance import lease_acceptance_run_record
 from leasing.services.leases import lease_create, request_build
 from tests.conftest import REPO, _worker_env
 from tests.contracts.factories import ACCEPTANCE_TOKENS
@@ -74,6 +74,8 @@ def lease_h200(provider: Organization, customer: Organization, *, gpus: int, rat
     with time_machine.travel(at(1, 11, 12), tick=False):
         lease_acceptance_run_record(
             lease=lease,
+            party="lessee",
+            organization=lease.customer,
             actor="customer",
             metric="output_tokens_per_s",
             measured_value=Decimal("2600"),

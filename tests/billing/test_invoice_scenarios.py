@@ -21,7 +21,8 @@ from contracts.models import ContractEvent
 from contracts.services import contracts_end_due
 from inventory.models import GpuModel
 from leasing.models import Lease
-from leasing.services.changes import lease_acceptance_run_record, lease_exit
+from leasing.services.acceptance import lease_acceptance_run_record
+from leasing.services.changes import lease_exit
 from leasing.services.leases import lease_create, request_build
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER, STEP_ON_B200_GA
 from tests.leasing.factories import EXIT_TERMS, make_offer, outage
@@ -65,6 +66,8 @@ def leased(provider: Any, customer: Any) -> Lease:
     with time_machine.travel(at(1, 11, 12), tick=False):
         lease_acceptance_run_record(
             lease=lease,
+            party="lessee",
+            organization=lease.customer,
             actor="customer",
             metric="output_tokens_per_s",
             measured_value=Decimal("2600"),

@@ -183,6 +183,8 @@ def test_acceptance_fails_then_passes_and_billing_starts_at_the_pass(provider, c
     assert contract.status == ContractStatus.PENDING_ACCEPTANCE
     first, outcome = acceptance_run_record(
         contract=contract,
+        party="lessee",
+        organization=customer,
         metric="output_tokens_per_s",
         measured_value=Decimal("2300"),
         quality_delta_pct=Decimal("0.4"),
@@ -194,6 +196,8 @@ def test_acceptance_fails_then_passes_and_billing_starts_at_the_pass(provider, c
     passed_at = datetime(2026, 1, 4, 12, tzinfo=UTC)
     second, outcome = acceptance_run_record(
         contract=contract,
+        party="lessee",
+        organization=customer,
         metric="output_tokens_per_s",
         measured_value=Decimal("2600"),
         quality_delta_pct=Decimal("0.5"),
@@ -213,7 +217,12 @@ def test_an_acceptance_run_on_another_metric_is_422(provider, customer):
     contract = contract_activate(contract=contract, actor="ops")
     with pytest.raises(ApplicationError) as error:
         acceptance_run_record(
-            contract=contract, metric="bf16_tflops", measured_value=Decimal(900), actor="c"
+            contract=contract,
+            party="lessee",
+            organization=customer,
+            metric="bf16_tflops",
+            measured_value=Decimal(900),
+            actor="c",
         )
     assert (error.value.status_code, error.value.code) == (422, "metric_mismatch")
     assert not contract.acceptance_runs.exists()

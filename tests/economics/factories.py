@@ -15,7 +15,7 @@ from accounts.models import Organization
 from billing.services.cycle import billing_cycle_run
 from inventory.models import Node
 from leasing.models import Lease, Offer
-from leasing.services.changes import lease_acceptance_run_record
+from leasing.services.acceptance import lease_acceptance_run_record
 from leasing.services.leases import lease_create, request_build
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER
 from tests.inventory.factories import make_node
@@ -76,6 +76,8 @@ def lease_node(
     with time_machine.travel(start, tick=False):
         lease_acceptance_run_record(
             lease=lease,
+            party="lessee",
+            organization=lease.customer,
             actor="customer",
             metric="output_tokens_per_s",
             measured_value=Decimal("2600"),

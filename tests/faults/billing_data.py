@@ -20,7 +20,7 @@ from django.db import connection
 from accounts.models import Organization
 from billing.models import Invoice, InvoiceStatus
 from leasing.models import Lease
-from leasing.services.changes import lease_acceptance_run_record
+from leasing.services.acceptance import lease_acceptance_run_record
 from leasing.services.leases import lease_create, request_build
 from tests.billing.conftest import LocalStripe
 from tests.contracts.factories import ACCEPTANCE_TOKENS
@@ -75,6 +75,8 @@ def _lease(provider: Organization, customer: Organization, *, gpus: int, rate: s
     with time_machine.travel(at(1, 11, 12), tick=False):
         lease_acceptance_run_record(
             lease=lease,
+            party="lessee",
+            organization=lease.customer,
             actor="customer",
             metric="output_tokens_per_s",
             measured_value=Decimal("2600"),
