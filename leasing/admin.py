@@ -304,5 +304,6 @@ class QuoteShortfallAdmin(admin.ModelAdmin[QuoteShortfall]):
         return False
 
 
-# Leases, holds, allocations and the per-node calendar (kept in their own module).
-from leasing import admin_leases  # noqa: E402, F401
+# Leases, holds, allocations and the per-node calendar; acceptance runs and the operator's
+# decision of a disputed claim (each kept in its own module).
+from leasing import admin_acceptance, admin_leases  # noqa: E402, F401

@@ -56,7 +56,6 @@ from core.errors import ApplicationError
 from core.lifecycle import Lifecycle
 from leasing.choices import HOLD_LIFECYCLE, LEASE_LIFECYCLE, LeaseEventKind
 from leasing.models import Hold, Lease, LeaseEvent
-from leasing.services.allocation import expired_holds_release
 from leasing.services.acceptance import (
     acceptance_claims_resolve,
     lease_acceptance_claim_confirm,
@@ -64,6 +63,7 @@ from leasing.services.acceptance import (
     lease_acceptance_dispute_decide,
     lease_acceptance_run_record,
 )
+from leasing.services.allocation import expired_holds_release
 from leasing.services.changes import (
     lease_exit,
     lease_extend,
