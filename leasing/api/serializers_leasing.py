@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from accounts.models import Organization
 from contracts.models import AcceptanceRun
 from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent
@@ -170,8 +171,8 @@ class AcceptanceRunSerializer(serializers.ModelSerializer[AcceptanceRun]):
     operator decides its dispute), the deadline of a claim and every answer."""
 
     contract = serializers.IntegerField(source="contract_id", read_only=True)
-    submitted_by_organization = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, allow_null=True
+    submitted_by_organization: serializers.SlugRelatedField[Organization] = (
+        serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     )
     passed = serializers.BooleanField(
         allow_null=True, read_only=True, help_text="The verdict; null while it decides nothing."

@@ -118,12 +118,15 @@ def acceptance_claims_resolve(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     moved = 0
     for contract_id in acceptance_claims_due(now=now):
-        with transaction.atomic():
-            moved += _lease_following(
-                contract_id,
-                actor=SILENCE_ACTOR,
-                call=lambda contract_id=contract_id: contract_acceptance_claims_resolve(
-                    contract=contract_id, now=now
-                ),
-            )
+        moved += _contract_claims_resolve(contract_id, now=now)
     return moved
+
+
+@transaction.atomic
+def _contract_claims_resolve(contract_id: int, *, now: datetime) -> int:
+    """One contract of the sweep, its lease following, in one transaction."""
+    return _lease_following(
+        contract_id,
+        actor=SILENCE_ACTOR,
+        call=lambda: contract_acceptance_claims_resolve(contract=contract_id, now=now),
+    )
