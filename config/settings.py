@@ -343,6 +343,13 @@ BILLING_FINALIZE_GRACE_HOURS = env.float("BILLING_FINALIZE_GRACE_HOURS", default
 BILLING_PAYMENT_TERMS_DAYS = env.int("BILLING_PAYMENT_TERMS_DAYS", default=30)
 BILLING_TAX_RATE_PCT = Decimal(env.str("BILLING_TAX_RATE_PCT", default="0"))
 
+# --- holds: per organization, GPUs in active holds at once, active holds at once, and holds
+# created per rolling hour (re-holding counts); operators override them per organization in the
+# admin (leasing.HoldLimit) ---
+HOLD_MAX_GPUS = env.int("HOLD_MAX_GPUS", default=16)
+HOLD_MAX_ACTIVE = env.int("HOLD_MAX_ACTIVE", default=3)
+HOLD_MAX_PER_HOUR = env.int("HOLD_MAX_PER_HOUR", default=12)
+
 # --- market index: independent owners a day's fixing needs (inventory.indexing, fewer: no
 # fixing, nothing downstream moves) ---
 INDEX_MIN_OWNERS = env.int("INDEX_MIN_OWNERS", default=3)

@@ -305,5 +305,5 @@ class QuoteShortfallAdmin(admin.ModelAdmin[QuoteShortfall]):
 
 
 # Leases, holds, allocations and the per-node calendar; acceptance runs and the operator's
-# decision of a disputed claim (each kept in its own module).
-from leasing import admin_acceptance, admin_leases  # noqa: E402, F401
+# decision of a disputed claim; hold limits (each kept in its own module).
+from leasing import admin_acceptance, admin_holds, admin_leases  # noqa: E402, F401

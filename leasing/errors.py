@@ -1,6 +1,6 @@
 """Domain errors of the leasing app."""
 
-from core.errors import Conflict, NotFound, SemanticError, ValidationFailed
+from core.errors import Conflict, NotFound, SemanticError, TooManyRequests, ValidationFailed
 
 
 class CapacityGone(Conflict):
@@ -40,3 +40,16 @@ class OfferUnavailable(SemanticError):
     """The offer is paused or does not cover the window (422)."""
 
     code = "offer_unavailable"
+
+
+class HoldLimitReached(Conflict):
+    """The organization holds as many GPUs (`hold_limit_gpus`) or holds (`hold_limit_active`)
+    as its limit allows (409, with the limit and the current use)."""
+
+    code = "hold_limit_gpus"
+
+
+class HoldRateLimited(TooManyRequests):
+    """The organization placed as many holds in the last hour as it may (429, Retry-After)."""
+
+    code = "hold_rate_limited"

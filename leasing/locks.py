@@ -1,10 +1,11 @@
 """Row locks of the leasing app, each behind a name (the global order: docs/architecture.md).
 
-Order within leasing: hold → lease → GPUs (pk order) → allocations (pk order), then the
-contract (contracts.locks). A hold or lease is locked FOR NO KEY UPDATE: it serialises changes of
-that row, while rows that only point at it (its events, allocations, preemption notices) can
-still be inserted by others, so a preemption that writes to another lease's history never waits
-for that lease's lock. Offers and SLA offerings are locked alone, never together with the rest.
+Order within leasing: an organization's hold quota (advisory) → hold → lease → GPUs (pk order)
+→ allocations (pk order), then the contract (contracts.locks). A hold or lease is locked FOR NO
+KEY UPDATE: it serialises changes of that row, while rows that only point at it (its events,
+allocations, preemption notices) can still be inserted by others, so a preemption that writes to
+another lease's history never waits for that lease's lock. Offers and SLA offerings are locked
+alone, never together with the rest.
 """
 
 from __future__ import annotations
@@ -87,3 +88,17 @@ def sla_offering_lock(offering: SlaOffering | int) -> SlaOffering:
     """Re-read one SLA offering (with its provider) under its row lock."""
     pk = offering if isinstance(offering, int) else offering.pk
     return SlaOffering.objects.select_for_update(of=("self",)).select_related("provider").get(pk=pk)
+
+
+# pg_advisory_xact_lock(namespace, organization id): hold creation of one organization at a time
+# (inventory's fixing runs use namespace 7_201).
+HOLD_QUOTA_LOCK_NAMESPACE = 7_202
+
+
+def organization_holds_lock(organization_id: int) -> None:
+    """Serialise hold creation per organization until commit, so two requests cannot both pass
+    its hold limits; a transaction-level advisory lock, taken before any row lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)", [HOLD_QUOTA_LOCK_NAMESPACE, organization_id]
+        )

@@ -243,7 +243,11 @@ class Hold(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["status", "expires_at"], name="hold_status_expiry_idx")]
+        indexes = [
+            models.Index(fields=["status", "expires_at"], name="hold_status_expiry_idx"),
+            # The hold limits count an organization's active holds and its holds of the last hour.
+            models.Index(fields=["customer", "created_at"], name="hold_customer_created_idx"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(end__gt=F("start")), name="hold_window_order"),
             models.CheckConstraint(condition=Q(gpu_count__gt=0), name="hold_count_positive"),
@@ -251,6 +255,33 @@ class Hold(models.Model):
 
     def __str__(self) -> str:
         return f"hold {self.pk}"
+
+
+class HoldLimit(models.Model):
+    """An operator's override of one organization's hold limits; an empty field keeps the
+    setting (HOLD_MAX_GPUS, HOLD_MAX_ACTIVE, HOLD_MAX_PER_HOUR). Zero allows no holds."""
+
+    organization = models.OneToOneField(
+        Organization, on_delete=models.CASCADE, related_name="hold_limit"
+    )
+    max_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="GPUs in its active holds at once (empty: the setting)."
+    )
+    max_active = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Active holds at once (empty: the setting)."
+    )
+    max_per_hour = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Holds created per rolling hour (empty: the setting)."
+    )
+    reason = models.TextField(help_text="Why this organization gets other limits.")
+    updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords(get_user=history_user)
+
+    class Meta:
+        ordering = ["organization"]
+
+    def __str__(self) -> str:
+        return f"hold limits of {self.organization}"
 
 
 class Lease(models.Model):

@@ -1,5 +1,9 @@
 """Holds: specific GPUs reserved for minutes, released by the customer or lapsing on expiry.
 
+Holds cost nothing, so each organization has limits (docs/security.md, "Holds"): GPUs in its
+active holds, active holds at once, and holds placed per rolling hour; creation checks them
+under the organization's advisory lock, so concurrent requests cannot both pass.
+
 A hold becomes a lease in leasing.services.leases (status `converted`) and lapses in
 leasing.services.allocation (`expired`); every status change goes through `hold_status_advance`
 and writes a row of the hold's history.
@@ -7,6 +11,7 @@ and writes a row of the hold's history.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -14,10 +19,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from core.errors import Conflict
+from core.errors import Conflict, ValidationFailed
 from leasing.choices import HoldStatus, LeaseEventKind, PricingMode
-from leasing.locks import hold_lock
-from leasing.models import Hold, Quote
+from leasing.errors import HoldLimitReached, HoldRateLimited
+from leasing.locks import hold_lock, organization_holds_lock
+from leasing.models import Hold, HoldLimit, Quote
+from leasing.selectors.holds import RATE_WINDOW, hold_limits_of, hold_usage_of
 from leasing.services.allocation import (
     allocations_create,
     expired_holds_release,
@@ -46,6 +53,9 @@ def hold_create(
         minutes=getattr(settings, "HOLD_TTL_MINUTES", DEFAULT_HOLD_TTL.seconds // 60)
     )
     with transaction.atomic():
+        # Limits first, under the organization's lock, so racing requests see each other's holds.
+        organization_holds_lock(customer.pk)
+        hold_limits_check(customer=customer, gpu_count=request.gpu_count, now=now)
         placement = place(
             request.offer,
             count=request.gpu_count,
@@ -93,6 +103,40 @@ def hold_create(
     return hold
 
 
+def hold_limits_check(*, customer: Organization, gpu_count: int, now: datetime) -> None:
+    """Refuse a hold past the organization's limits: GPUs held at once, active holds at once,
+    and holds placed per rolling hour. Run under `organization_holds_lock`."""
+    limits = hold_limits_of(customer)
+    usage = hold_usage_of(customer, now=now)
+    if usage.created_last_hour >= limits.max_per_hour:
+        oldest = usage.oldest_in_window or now
+        retry_after = max(1, math.ceil((oldest + RATE_WINDOW - now).total_seconds()))
+        raise HoldRateLimited(
+            f"{customer} placed {usage.created_last_hour} hold(s) in the last hour; the limit is "
+            f"{limits.max_per_hour} per hour. Retry in {retry_after} s.",
+            retry_after_seconds=retry_after,
+            detail={"limit": limits.max_per_hour, "used": usage.created_last_hour},
+        )
+    if usage.active_holds >= limits.max_active:
+        raise HoldLimitReached(
+            f"{customer} has {usage.active_holds} active hold(s); the limit is "
+            f"{limits.max_active}. Release one or turn it into a lease.",
+            code="hold_limit_active",
+            detail={"limit": limits.max_active, "active": usage.active_holds},
+        )
+    if usage.held_gpus + gpu_count > limits.max_gpus:
+        raise HoldLimitReached(
+            f"{customer} holds {usage.held_gpus} GPU(s); {gpu_count} more would pass the limit "
+            f"of {limits.max_gpus} GPUs in holds at once.",
+            code="hold_limit_gpus",
+            detail={
+                "limit": limits.max_gpus,
+                "held": usage.held_gpus,
+                "requested": gpu_count,
+            },
+        )
+
+
 @transaction.atomic
 def hold_release(*, hold: Hold, actor: str, now: datetime | None = None) -> Hold:
     """Give a hold's GPUs back before it expires."""
@@ -109,3 +153,37 @@ def hold_release(*, hold: Hold, actor: str, now: datetime | None = None) -> Hold
         reason="the customer gave its GPUs back before the hold expired",
         inputs={"gpus_freed": freed},
     )
+
+
+@transaction.atomic
+def hold_limit_set(
+    *,
+    organization: Organization,
+    max_gpus: int | None,
+    max_active: int | None,
+    max_per_hour: int | None,
+    reason: str,
+    actor: str,
+) -> HoldLimit:
+    """Set an operator's override of one organization's hold limits (empty: the setting). It
+    applies to holds placed from now on; holds already placed keep running to their expiry."""
+    if not reason.strip():
+        raise ValidationFailed(
+            "Say why this organization gets other limits.", code="reason_required"
+        )
+    limit = HoldLimit.objects.filter(organization=organization).first() or HoldLimit(
+        organization=organization
+    )
+    limit.max_gpus, limit.max_active, limit.max_per_hour = max_gpus, max_active, max_per_hour
+    limit.reason = reason.strip()
+    limit._change_reason = f"{actor}: {limit.reason}"  # type: ignore[attr-defined]
+    limit.save()
+    return limit
+
+
+@transaction.atomic
+def hold_limit_clear(*, organization: Organization, actor: str) -> None:
+    """Remove an organization's override: the settings apply again (its history is kept)."""
+    for limit in HoldLimit.objects.filter(organization=organization):
+        limit._change_reason = f"{actor}: back to the settings"  # type: ignore[attr-defined]
+        limit.delete()
