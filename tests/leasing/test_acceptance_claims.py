@@ -11,6 +11,8 @@ import pytest
 import time_machine
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from contracts.choices import AcceptanceRunStatus, ContractStatus, EventKind
@@ -409,3 +411,31 @@ def test_the_contract_route_takes_the_lessors_run_as_a_claim_and_an_operators_as
     assert client_for(customer).get(f"{RUNS}{claimed.json()['run_id']}/").json()["status"] == (
         "lapsed"
     )
+
+
+# ------------------------------------------------------------------ reads
+
+
+def test_the_run_lists_take_the_same_queries_for_one_run_or_many(
+    client_for, provider, customer, django_assert_num_queries
+):
+    lease = lease_pending_acceptance(client_for, provider, customer)
+    client = client_for(customer, "read")
+    urls = (RUNS, f"{LEASES}{lease.pk}/acceptance-runs/")
+    post_run(client_for(provider), lease, value="99999")
+    for url in urls:
+        client.get(url)  # the key's first use writes last_used_at
+    counts = {}
+    for url in urls:
+        with CaptureQueriesContext(connection) as one:
+            assert len(client.get(url).json()["results"]) == 1
+        counts[url] = len(one)
+    for value in ("2300", "2350", "2400"):
+        assert post_run(client_for(customer), lease, value=value).status_code == 201
+    for url in urls:
+        with CaptureQueriesContext(connection) as many:
+            assert len(client.get(url).json()["results"]) == 4
+        assert len(many) == counts[url], url
+    # The API key (with its organization) and the page, with parties and submitters joined.
+    with django_assert_num_queries(2):
+        client.get(RUNS)
