@@ -10,6 +10,15 @@ from contracts.choices import ClauseKind, EndReason, Party, PricingBasis
 from contracts.models import Clause, Contract, ContractEvent
 
 
+class EventRefSerializer(serializers.ModelSerializer[ContractEvent]):
+    """A contract event cited by an invoice line."""
+
+    class Meta:
+        model = ContractEvent
+        fields = ["id", "kind", "effective_at", "explanation"]
+        read_only_fields = fields
+
+
 class ClauseSerializer(serializers.ModelSerializer[Clause]):
     """A clause: its kind and validated parameters."""
 

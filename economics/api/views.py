@@ -49,6 +49,7 @@ from core.api.params import (
     month_param,
     range_check,
 )
+from core.api.parsers import request_object
 from core.api.renderers import (
     RENDERERS_WITH_CSV,
     CsvListMixin,
@@ -71,7 +72,6 @@ from economics.models import AssetMonth, CapacitySignal, FxRate
 from economics.selectors import unit_economics as unit_economics_selector
 from economics.services.fx import FxRateInput, fx_rate_create, fx_rate_delete, fx_rate_update
 from inventory.models import Node
-from inventory.rules import FieldError, raise_if_any
 from inventory.schemas import parse
 
 
@@ -333,13 +333,6 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
 # ------------------------------------------------------------------ FX rates
 
 
-def _body(request: Request) -> dict[str, Any]:
-    """The JSON object of a request body, or a 400."""
-    if not isinstance(request.data, dict):
-        raise_if_any([FieldError("__root__", "invalid", "Send a JSON object.")])
-    return dict(request.data)
-
-
 class FxRateViewSet(
     OrganizationScopedMixin,
     mixins.ListModelMixin,
@@ -369,7 +362,7 @@ class FxRateViewSet(
     def create(self, request: Request) -> Response:
         """Record a rate (operators); the same pair and day twice is a 409 fx_rate_exists."""
         fx_rate = fx_rate_create(
-            fields=parse(FxRateInput, _body(request)),
+            fields=parse(FxRateInput, request_object(request)),
             recorded_by_organization=self.caller.organization,
             recorded_by=request.user,
         )
@@ -380,7 +373,7 @@ class FxRateViewSet(
         """Correct some fields of a rate (operators); send only the fields that change."""
         fx_rate = fx_rate_update(
             fx_rate=self.get_object(),
-            changes=_body(request),
+            changes=request_object(request),
             recorded_by_organization=self.caller.organization,
             recorded_by=request.user,
         )

@@ -1,5 +1,6 @@
-"""Filters of the catalog endpoints: FilterSets for offers, SLA offerings and quotes, and the
-query-string parser of capacity search (whose filters feed one SQL statement, not a queryset)."""
+"""Filters of the leasing API: FilterSets for offers, SLA offerings, quotes and a lease's history,
+and the query-string parser of capacity search (whose filters feed one SQL statement, not a
+queryset)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
 from core.api.filters import IsoDateTimeFilter
+from core.errors import FieldError, raise_if_any
 from inventory.choices import Vendor
-from inventory.rules import FieldError, raise_if_any
-from leasing.choices import OfferStatus, PricingMode
-from leasing.models import Offer, Quote, SlaOffering
+from leasing.choices import LeaseEventKind, OfferStatus, PricingMode
+from leasing.models import LeaseEvent, Offer, Quote, SlaOffering
 from leasing.selectors import (
     INTERCONNECTS,
     MAX_TERM_MONTHS,
@@ -112,6 +113,18 @@ class QuoteFilter(filters.FilterSet):
     class Meta:
         model = Quote
         fields: list[str] = []  # every filter is declared above
+
+
+class LeaseEventFilter(filters.FilterSet):
+    """Filter a lease's history by kind and effective time."""
+
+    kind = filters.MultipleChoiceFilter(choices=LeaseEventKind.choices)
+    start = IsoDateTimeFilter(field_name="effective_at", lookup_expr="gte")
+    end = IsoDateTimeFilter(field_name="effective_at", lookup_expr="lt")
+
+    class Meta:
+        model = LeaseEvent
+        fields = ["kind"]
 
 
 # ------------------------------------------------------------------ capacity search parameters

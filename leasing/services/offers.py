@@ -18,10 +18,16 @@ from accounts.models import Organization
 from contracts.choices import PricingBasis
 from contracts.models import Contract
 from contracts.schemas import validate_clause_set
-from core.errors import ApplicationError, Conflict, NotFound, SemanticError
+from core.errors import (
+    ApplicationError,
+    Conflict,
+    FieldError,
+    NotFound,
+    SemanticError,
+    raise_if_any,
+)
 from inventory.iso_codes import is_currency_code
 from inventory.models import GpuModel, Node, Site
-from inventory.rules import FieldError, raise_if_any
 from leasing.choices import OfferStatus
 from leasing.locks import offer_lock, sla_offering_lock
 from leasing.models import Offer, SlaOffering, SlaSubscription

@@ -36,7 +36,7 @@ from leasing.api.filters import (
     SlaOfferingFilter,
     capacity_filters_from_query,
 )
-from leasing.api.serializers_catalog import (
+from leasing.api.serializers.catalog import (
     CapacityPageSerializer,
     OfferCreateSerializer,
     OfferSerializer,

@@ -20,8 +20,8 @@ from contracts.models import AcceptanceRun
 from core.api.idempotency import idempotent
 from core.errors import NotFound, ValidationFailed
 from inventory.models import Gpu
-from leasing.api.filters_leasing import LeaseEventFilter
-from leasing.api.serializers_leasing import (
+from leasing.api.filters import LeaseEventFilter
+from leasing.api.serializers.leases import (
     AcceptanceRunSerializer,
     ExtendInputSerializer,
     HoldInputSerializer,
