@@ -54,6 +54,7 @@ from billing.services.stripe import stripe_webhook_handle
 from contracts.models import Contract
 from contracts.selectors import contracts_of
 from core.api.idempotency import idempotent
+from core.api.params import id_param
 from core.api.parsers import JSONParser
 from core.errors import Conflict, ValidationFailed
 
@@ -115,6 +116,7 @@ class InvoiceViewSet(
     filterset_class = InvoiceFilter
     ordering_fields = ["period_start", "id", "total", "created_at"]
     ordering = ["-period_start", "-id"]
+    query_params = {"preview": ("contract",)}
 
     def get_queryset(self) -> QuerySet[Invoice]:
         queryset = super().get_queryset()
@@ -149,8 +151,13 @@ class InvoiceViewSet(
     @action(detail=False, methods=["get"], url_path="preview")
     def preview(self, request: Request) -> Response:
         """The running period so far, rated from the usage known now (nothing is stored)."""
-        raw = request.query_params.get("contract", "")
-        if not raw.isdigit():
+        contract_id = id_param(
+            request.query_params,
+            "contract",
+            what="the id of a contract you are party to",
+            code="contract_required",
+        )
+        if contract_id is None:
             raise ValidationFailed(
                 "Give ?contract=<id> of a contract you are party to.",
                 code="contract_required",
@@ -162,7 +169,7 @@ class InvoiceViewSet(
             if caller.is_operator
             else contracts_of(organization=caller.organization)  # type: ignore[arg-type]
         )
-        contract = get_object_or_404(contracts.prefetch_related("clauses"), pk=int(raw))
+        contract = get_object_or_404(contracts.prefetch_related("clauses"), pk=contract_id)
         now = timezone.now()
         rated = invoice_preview(contract=contract, now=now)
         period = open_period(contract, now=now)

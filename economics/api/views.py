@@ -137,6 +137,7 @@ class AssetViewSet(
     ordering = ["hostname", "id"]
     csv_filename = "assets.csv"
     csv_header = ASSET_CSV_FIELDS
+    query_params = {"economics": ("from", "to")}
 
     def csv_row(self, data: Mapping[str, Any]) -> dict[str, Any]:
         row = dict(data)
@@ -218,6 +219,7 @@ class CapacitySignalViewSet(
     ordering = ["-evaluated_on", "-id"]
     csv_filename = "capacity-signals.csv"
     csv_header = SIGNAL_CSV_FIELDS
+    query_params = {"list": ("all",)}
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         params = self.request.query_params
@@ -273,6 +275,7 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
     renderer_classes = RENDERERS_WITH_CSV
     filter_backends: list[Any] = []
     pagination_class = None
+    query_params = ("offering", "pool", "period", "from", "to")
 
     @extend_schema(
         parameters=[

@@ -21,6 +21,13 @@ from accounts.api.mixins import OrganizationScopedMixin
 from accounts.permissions import IsProvider
 from accounts.selectors import Caller
 from core.api.idempotency import idempotent
+from core.api.params import (
+    StrictQueryParamsMixin,
+    choice_param,
+    currency_param,
+    date_param,
+    text_param,
+)
 from core.api.parsers import request_object
 from core.errors import FieldError, NotFound, raise_if_any
 from inventory import selectors, services
@@ -43,7 +50,7 @@ from inventory.schemas import (
 )
 
 
-class GpuModelViewSet(viewsets.ReadOnlyModelViewSet[GpuModel]):
+class GpuModelViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet[GpuModel]):
     """The GPU catalog, readable by every caller; /api/v1/gpu-models/{slug}/."""
 
     queryset = selectors.gpu_models()
@@ -95,6 +102,10 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
     filterset_class = MarketPriceFilter
     permission_classes = [IsProvider]
     ordering_fields = ["observed_on", "price_per_gpu_hour", "id"]
+    query_params = {
+        "series": ("gpu_model", "term", "currency", "start", "end"),
+        "fair_rate": ("gpu_model", "term", "currency", "day"),
+    }
 
     def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset  # a public index: every organization reads all of it
@@ -122,29 +133,37 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
 
     def _series_query(self, request: Request) -> tuple[str, str, str]:
         params = request.query_params
-        slug = params.get("gpu_model", "")
-        term = params.get("term", PriceTerm.ON_DEMAND)
-        currency = params.get("currency", "USD").upper()
+        slug = text_param(params, "gpu_model") or ""
         errors = []
         if not GpuModel.objects.filter(slug=slug).exists():
             errors.append(
                 FieldError("gpu_model", "unknown_gpu_model", f"{slug!r} is not in the catalog.")
             )
-        if term not in PriceTerm.values:
-            errors.append(FieldError("term", "invalid_choice", f"{term!r} is not a term."))
+        term = choice_param(
+            params,
+            "term",
+            PriceTerm.values,
+            default=PriceTerm.ON_DEMAND,
+            code="invalid_choice",
+            message="{raw!r} is not a term.",
+            errors=errors,
+        )
+        currency = currency_param(params, "currency", errors=errors) or "USD"
         raise_if_any(errors)
         return slug, term, currency
 
     @staticmethod
-    def _date_param(request: Request, name: str, default: date) -> date:
-        raw = request.query_params.get(name)
-        if raw is None:
-            return default
-        try:
-            return date.fromisoformat(raw)
-        except ValueError:
-            raise_if_any([FieldError(name, "invalid", f"{raw!r} is not a YYYY-MM-DD date.")])
-            raise
+    def _day(request: Request, name: str, default: date) -> date:
+        errors: list[FieldError] = []
+        day = date_param(
+            request.query_params,
+            name,
+            code="invalid",
+            message="{raw!r} is not a YYYY-MM-DD date.",
+            errors=errors,
+        )
+        raise_if_any(errors)
+        return day or default
 
     @extend_schema(
         parameters=[
@@ -159,9 +178,9 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
     def series(self, request: Request) -> Response:
         """Median price per GPU-hour per day with raw observations (informational only)."""
         slug, term, currency = self._series_query(request)
-        end = self._date_param(request, "end", date.today())
+        end = self._day(request, "end", date.today())
         # (a year before end, but never before the year 1: `end=0001-01-01` was a 500)
-        start = self._date_param(request, "start", date(max(end.year - 1, 1), end.month, 1))
+        start = self._day(request, "start", date(max(end.year - 1, 1), end.month, 1))
         if start > end:
             raise_if_any([FieldError("start", "invalid_window", "start is after end.")])
         points = selectors.market_series(
@@ -191,7 +210,7 @@ class MarketPriceViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
     def fair_rate(self, request: Request) -> Response:
         """Median of the latest day's raw observations on or before `day` (informational)."""
         slug, term, currency = self._series_query(request)
-        day = self._date_param(request, "day", date.today())
+        day = self._day(request, "day", date.today())
         rate = selectors.fair_market_rate(
             gpu_model_slug=slug, day=day, term=term, currency=currency
         )
