@@ -13,7 +13,7 @@ from typing import Any
 from rest_framework import serializers
 
 from accounts.api.serializers import ProviderRefSerializer
-from core.api.fields import CurrencyField, DecimalString, RateField
+from core.api.fields import CurrencyField, DecimalString, MinorUnitMixin, RateField
 from core.api.serializers import StrictInputSerializer
 from inventory.api.serializers import GpuModelRefSerializer, SiteRefSerializer
 from leasing.choices import OfferStatus, PricingMode
@@ -273,8 +273,10 @@ class QuoteRequestSerializer(StrictInputSerializer):
     )
 
 
-class QuoteSerializer(serializers.ModelSerializer[Quote]):
+class QuoteSerializer(MinorUnitMixin, serializers.ModelSerializer[Quote]):
     """A stored quote: the offer, price breakdown, contract terms and expiry."""
+
+    money_fields = ("total",)
 
     offer = serializers.SerializerMethodField()
     provider = ProviderRefSerializer(source="offer.provider", read_only=True)
