@@ -24,7 +24,7 @@ from billing.models import (
 from billing.rating import LineDraft
 from billing.services.ingest import MAX_EVENTS_PER_BATCH
 from contracts.api.serializers import EventRefSerializer
-from core.api.fields import MinorUnitMixin
+from core.api.fields import MinorUnitMixin, MoneyField
 
 # ---------------------------------------------------------------- invoices
 
@@ -114,7 +114,7 @@ class PreviewLineSerializer(serializers.Serializer[LineDraft]):
     quantity = serializers.DecimalField(max_digits=24, decimal_places=6)
     unit = serializers.CharField()
     unit_price = serializers.DecimalField(max_digits=20, decimal_places=6)
-    amount = serializers.DecimalField(max_digits=20, decimal_places=2, source="amount.amount")
+    amount = MoneyField()
     currency = serializers.CharField(source="amount.currency")
     taxable = serializers.BooleanField()
     service_start = serializers.DateTimeField(allow_null=True)
@@ -129,10 +129,10 @@ class PreviewSerializer(serializers.Serializer[Any]):
     period_start = serializers.DateTimeField()
     as_of = serializers.DateTimeField()
     currency = serializers.CharField()
-    subtotal = serializers.DecimalField(max_digits=20, decimal_places=2)
+    subtotal = MoneyField()
     tax_rate_pct = serializers.DecimalField(max_digits=7, decimal_places=4)
-    tax = serializers.DecimalField(max_digits=20, decimal_places=2)
-    total = serializers.DecimalField(max_digits=20, decimal_places=2)
+    tax = MoneyField()
+    total = MoneyField()
     lines = PreviewLineSerializer(many=True)
 
 

@@ -88,10 +88,10 @@ def _preview_body(
         "period_start": start,
         "as_of": now,
         "currency": rated.currency,
-        "subtotal": rated.subtotal.amount,
+        "subtotal": rated.subtotal,
         "tax_rate_pct": rated.tax_rate_pct,
-        "tax": rated.tax.amount,
-        "total": rated.total.amount,
+        "tax": rated.tax,
+        "total": rated.total,
         "lines": list(rated.lines),
     }
 

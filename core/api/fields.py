@@ -6,7 +6,7 @@ Money in JSON is a string decimal next to a `currency` field (DESIGN, "API conve
 - a figure the API answers is `DecimalString`: exactly as stored or computed, never re-rounded
   and never a float (rates keep their 6 places, quantities theirs);
 - an amount of money is answered at its currency's minor unit: stored amounts (4 places)
-  through `MinorUnitMixin`, computed ones (already rounded once by core.money) as `DecimalString`;
+  through `MinorUnitMixin`, computed ones (a `core.money.Money`) through `MoneyField`;
 - a currency a client sends is `CurrencyField`: three letters in either case, stored upper case.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from rest_framework import serializers
 
 from core.fields import RATE_DIGITS, RATE_PLACES
-from core.money import minor_unit
+from core.money import minor_unit, round_money
 
 # What a client may send: the stored shape (core.fields.CURRENCY_PATTERN) in either case.
 CURRENCY_INPUT_PATTERN = r"^[A-Za-z]{3}$"
@@ -32,6 +32,17 @@ def DecimalString(**kwargs: Any) -> serializers.DecimalField:
 def RateField(**kwargs: Any) -> serializers.DecimalField:
     """A rate a client sends, as the rate columns hold it (20 digits, 6 places)."""
     return serializers.DecimalField(max_digits=RATE_DIGITS, decimal_places=RATE_PLACES, **kwargs)
+
+
+class MoneyField(serializers.DecimalField):
+    """A computed `core.money.Money`, answered as its amount at its currency's minor unit."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", "At the currency's minor unit.")
+        super().__init__(max_digits=None, decimal_places=None, read_only=True, **kwargs)
+
+    def to_representation(self, value: Any) -> Any:
+        return super().to_representation(round_money(value.amount, value.currency))
 
 
 class CurrencyField(serializers.RegexField):
