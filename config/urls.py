@@ -7,14 +7,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from core.metrics import metrics
 from core.views import healthz
 
+# One routes module per app (its api/urls.py).
 API_MODULES = [
     "accounts.api.urls",
     "inventory.api.urls",
     "contracts.api.urls",
     "leasing.api.urls",
-    "leasing.api.urls_leasing",
     "billing.api.urls",
-    "billing.api.urls_stripe",
     "economics.api.urls",
 ]
 

@@ -22,6 +22,7 @@ from contracts.choices import (
     Party,
     PricingBasis,
 )
+from core.fields import amount_field, currency_field, currency_is_iso, rate_field
 
 
 def history_user(instance: models.Model, request: Any = None, **kwargs: Any) -> Any:
@@ -30,7 +31,6 @@ def history_user(instance: models.Model, request: Any = None, **kwargs: Any) -> 
     return user if isinstance(user, AbstractBaseUser) else None
 
 
-RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
 # A claim the lessee answered: confirmed, accepted by silence, disputed, or (after a dispute)
 # decided.
 ANSWERED_RUN_STATUSES = [
@@ -39,7 +39,6 @@ ANSWERED_RUN_STATUSES = [
     AcceptanceRunStatus.DISPUTED,
     AcceptanceRunStatus.DECIDED,
 ]
-AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 4}
 
 
 class Contract(models.Model):
@@ -55,7 +54,7 @@ class Contract(models.Model):
     )
     term_start = models.DateTimeField()
     term_end = models.DateTimeField()
-    currency = models.CharField(max_length=3)
+    currency = currency_field()
     billing_period = models.CharField(
         max_length=16, choices=BillingPeriod.choices, default=BillingPeriod.MONTHLY
     )
@@ -64,11 +63,11 @@ class Contract(models.Model):
     leased_model_slug = models.SlugField(
         max_length=64, blank=True, help_text="GPU model (inventory catalog slug) being leased."
     )
-    base_rate_per_gpu_hour = models.DecimalField(**RATE, null=True, blank=True)
-    rate_per_million_input_tokens = models.DecimalField(**RATE, null=True, blank=True)
-    rate_per_million_output_tokens = models.DecimalField(**RATE, null=True, blank=True)
-    reference_market_rate = models.DecimalField(
-        **RATE, null=True, blank=True, help_text="Fair market rate when signed (price steps)."
+    base_rate_per_gpu_hour = rate_field(null=True, blank=True)
+    rate_per_million_input_tokens = rate_field(null=True, blank=True)
+    rate_per_million_output_tokens = rate_field(null=True, blank=True)
+    reference_market_rate = rate_field(
+        null=True, blank=True, help_text="Fair market rate when signed (price steps)."
     )
     committed_gpus = models.PositiveIntegerField(null=True, blank=True)
     committed_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
@@ -98,9 +97,7 @@ class Contract(models.Model):
                 condition=Q(billing_anchor_day__gte=1, billing_anchor_day__lte=28),
                 name="contract_anchor_day_range",
             ),
-            models.CheckConstraint(
-                condition=Q(currency__regex=r"^[A-Z]{3}$"), name="contract_currency_iso"
-            ),
+            currency_is_iso("contract_currency_iso"),
             models.CheckConstraint(
                 condition=~Q(lessor=F("lessee")), name="contract_distinct_parties"
             ),
@@ -274,9 +271,9 @@ class ContractEvent(models.Model):
     actor = models.CharField(max_length=200, blank=True, help_text="Who or what decided.")
     from_status = models.CharField(max_length=24, blank=True)
     to_status = models.CharField(max_length=24, blank=True)
-    amount = models.DecimalField(**AMOUNT, null=True, blank=True)
-    currency = models.CharField(max_length=3, blank=True)
-    rate = models.DecimalField(**RATE, null=True, blank=True)
+    amount = amount_field(null=True, blank=True)
+    currency = currency_field(blank=True)
+    rate = rate_field(null=True, blank=True)
     explanation = models.TextField()
     inputs = models.JSONField(default=dict, blank=True)
     dedupe_key = models.CharField(

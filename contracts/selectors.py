@@ -132,7 +132,7 @@ def applied_price_steps(contract: Contract) -> list[engine.AppliedStep]:
     events = ContractEvent.objects.filter(
         contract=contract, kind=EventKind.PRICE_STEP, rate__isnull=False
     ).order_by("effective_at", "id")
-    return [engine.AppliedStep(effective_at=e.effective_at, rate=e.rate) for e in events]  # type: ignore[arg-type]
+    return [engine.AppliedStep(effective_at=e.effective_at, rate=e.rate) for e in events]
 
 
 def current_rate(contract: Contract, *, at: datetime) -> Decimal | None:

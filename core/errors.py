@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -86,3 +88,29 @@ class TooManyRequests(ApplicationError):
         detail = {"retry_after_seconds": retry_after_seconds, **(kwargs.pop("detail", None) or {})}
         super().__init__(message, detail=detail, **kwargs)
         self.retry_after_seconds = retry_after_seconds
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One broken input rule: which field, a stable code and a sentence."""
+
+    field: str
+    code: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The JSON shape used in error details and import reports."""
+        return {"field": self.field, "code": self.code, "message": self.message}
+
+
+def raise_if_any(errors: Iterable[FieldError]) -> None:
+    """Raise a 400 carrying the first error's code and every error in the detail."""
+    found = list(errors)
+    if not found:
+        return
+    first = found[0]
+    raise ValidationFailed(
+        first.message,
+        code=first.code,
+        detail={"field": first.field, "errors": [error.as_dict() for error in found]},
+    )

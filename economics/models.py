@@ -13,12 +13,12 @@ from django.db import models
 from django.db.models import F, Q
 
 from accounts.models import Organization
+from core.fields import currency_field, currency_is_iso
 from inventory.models import GpuModel, Node, Site
 
 MONEY: dict[str, Any] = {"max_digits": 20, "decimal_places": 2}
 HOURS: dict[str, Any] = {"max_digits": 16, "decimal_places": 4}
 FRACTION: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
-CURRENCY_SHAPE = r"^[A-Z]{3}$"
 
 
 class FxRate(models.Model):
@@ -28,8 +28,8 @@ class FxRate(models.Model):
     the last day of its month (or the inverse of the opposite pair) and shows the conversion.
     """
 
-    base_currency = models.CharField(max_length=3)
-    quote_currency = models.CharField(max_length=3)
+    base_currency = currency_field()
+    quote_currency = currency_field()
     rate = models.DecimalField(max_digits=24, decimal_places=10)
     valid_on = models.DateField()
     source = models.CharField(max_length=200, help_text="Where the rate comes from.")
@@ -53,11 +53,7 @@ class FxRate(models.Model):
             models.CheckConstraint(
                 condition=~Q(base_currency=F("quote_currency")), name="fx_rate_two_currencies"
             ),
-            models.CheckConstraint(
-                condition=Q(base_currency__regex=CURRENCY_SHAPE)
-                & Q(quote_currency__regex=CURRENCY_SHAPE),
-                name="fx_rate_currency_iso",
-            ),
+            currency_is_iso("fx_rate_currency_iso", fields=("base_currency", "quote_currency")),
         ]
 
     def __str__(self) -> str:
@@ -75,7 +71,7 @@ class AssetMonth(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="economics")
     month = models.DateField(help_text="First day of the month.")
     month_of_life = models.PositiveSmallIntegerField(help_text="1 for the acquisition month.")
-    currency = models.CharField(max_length=3)
+    currency = currency_field()
     capex = models.DecimalField(**MONEY)
     hours_in_month = models.DecimalField(**HOURS)
     in_service_hours = models.DecimalField(**HOURS)
@@ -120,9 +116,7 @@ class AssetMonth(models.Model):
                 condition=Q(net_cash_flow=F("revenue") - F("energy_cost") - F("opex")),
                 name="asset_month_net_is_revenue_less_cash_costs",
             ),
-            models.CheckConstraint(
-                condition=Q(currency__regex=CURRENCY_SHAPE), name="asset_month_currency_iso"
-            ),
+            currency_is_iso("asset_month_currency_iso"),
         ]
 
     def __str__(self) -> str:
@@ -138,7 +132,7 @@ class AssetPayback(models.Model):
     """A node's standing against its price as of the last nightly run (one row per node)."""
 
     node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="payback")
-    currency = models.CharField(max_length=3)
+    currency = currency_field()
     capex = models.DecimalField(**MONEY)
     months_of_life = models.PositiveSmallIntegerField()
     cumulative_net_cash_flow = models.DecimalField(**MONEY)

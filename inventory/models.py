@@ -16,6 +16,7 @@ from django.db.models.functions import Lower
 from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
+from core.fields import currency_field, currency_is_iso, rate_field
 from inventory import indexing
 from inventory.choices import (
     FixingStatus,
@@ -29,8 +30,6 @@ from inventory.choices import (
     SiteTier,
     Vendor,
 )
-
-_CURRENCY_SHAPE = r"^[A-Z]{3}$"
 
 
 def history_user(request: Any = None, **kwargs: Any) -> Any:
@@ -214,8 +213,8 @@ class MarketPrice(models.Model):
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="market_prices")
     observed_on = models.DateField()
     term = models.CharField(max_length=16, choices=PriceTerm.choices, default=PriceTerm.ON_DEMAND)
-    price_per_gpu_hour = models.DecimalField(max_digits=14, decimal_places=6)
-    currency = models.CharField(max_length=3)
+    price_per_gpu_hour = rate_field()
+    currency = currency_field()
     source = models.CharField(max_length=200, help_text="Who quoted it, e.g. a price list URL.")
     sample_size = models.PositiveIntegerField(
         null=True, blank=True, help_text="How many quotes the observation summarises."
@@ -255,9 +254,7 @@ class MarketPrice(models.Model):
                 condition=Q(sample_size__isnull=True) | Q(sample_size__gt=0),
                 name="market_price_sample_size_positive",
             ),
-            models.CheckConstraint(
-                condition=Q(currency__regex=_CURRENCY_SHAPE), name="market_price_currency_iso"
-            ),
+            currency_is_iso("market_price_currency_iso"),
         ]
         indexes = [
             models.Index(
@@ -287,12 +284,10 @@ class IndexFixing(models.Model):
 
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="index_fixings")
     term = models.CharField(max_length=16, choices=PriceTerm.choices)
-    currency = models.CharField(max_length=3)
+    currency = currency_field()
     day = models.DateField()
     status = models.CharField(max_length=24, choices=FixingStatus.choices)
-    rate = models.DecimalField(
-        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Per GPU-hour."
-    )
+    rate = rate_field(null=True, blank=True, help_text="Per GPU-hour.")
     methodology = models.CharField(max_length=32)
     owner_count = models.PositiveSmallIntegerField(
         help_text="Independent owners that voted (before outliers were dropped)."
@@ -319,9 +314,7 @@ class IndexFixing(models.Model):
                 | (Q(status=FixingStatus.INSUFFICIENT_SOURCES) & Q(rate__isnull=True)),
                 name="index_fixing_rate_when_fixed",
             ),
-            models.CheckConstraint(
-                condition=Q(currency__regex=_CURRENCY_SHAPE), name="index_fixing_currency_iso"
-            ),
+            currency_is_iso("index_fixing_currency_iso"),
         ]
         indexes = [
             models.Index(
@@ -348,12 +341,12 @@ class Site(models.Model):
     pue = models.DecimalField(
         max_digits=5, decimal_places=3, help_text="Power usage effectiveness (≥ 1)."
     )
-    power_price_per_kwh = models.DecimalField(max_digits=12, decimal_places=6)
-    power_currency = models.CharField(max_length=3)
+    power_price_per_kwh = rate_field()
+    power_currency = currency_field()
     opex_per_node_month = models.DecimalField(
         max_digits=14, decimal_places=2, help_text="Rack space, staff, network… per node."
     )
-    opex_currency = models.CharField(max_length=3)
+    opex_currency = currency_field()
     fault_domain = models.CharField(
         max_length=64, blank=True, help_text="Nodes with the same label fail together."
     )
@@ -374,11 +367,7 @@ class Site(models.Model):
             models.CheckConstraint(
                 condition=Q(country__regex=r"^[A-Z]{2}$"), name="site_country_iso"
             ),
-            models.CheckConstraint(
-                condition=Q(power_currency__regex=_CURRENCY_SHAPE)
-                & Q(opex_currency__regex=_CURRENCY_SHAPE),
-                name="site_currencies_iso",
-            ),
+            currency_is_iso("site_currencies_iso", fields=("power_currency", "opex_currency")),
         ]
 
     def __str__(self) -> str:
@@ -406,7 +395,7 @@ class Node(models.Model):
     status = models.CharField(max_length=16, choices=NodeStatus.choices, default=NodeStatus.ACTIVE)
     # Economics: visible to the owning provider and operators only, never to customers.
     capex = models.DecimalField(max_digits=16, decimal_places=2)
-    capex_currency = models.CharField(max_length=3)
+    capex_currency = currency_field()
     acquired_on = models.DateField()
     service_life_months = models.PositiveSmallIntegerField()
     salvage_value = models.DecimalField(
@@ -446,9 +435,7 @@ class Node(models.Model):
                 & Q(power_idle_kw__lte=F("power_full_kw")),
                 name="node_power_draw_consistent",
             ),
-            models.CheckConstraint(
-                condition=Q(capex_currency__regex=_CURRENCY_SHAPE), name="node_currency_iso"
-            ),
+            currency_is_iso("node_currency_iso", fields=("capex_currency",)),
         ]
         indexes = [models.Index(fields=["gpu_model", "status"], name="node_model_status_idx")]
 

@@ -8,12 +8,12 @@ database constraint where the database can express it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from core.errors import ValidationFailed
+# FieldError and raise_if_any are core's (every app's rules answer alike); re-exported here.
+from core.errors import FieldError as FieldError
+from core.errors import raise_if_any as raise_if_any
 from inventory.iso_codes import is_country_code, is_currency_code
 
 # A node is one server (or one NVLink rack domain at most); more than this is a typo.
@@ -21,32 +21,6 @@ MAX_GPUS_PER_NODE = 72
 # PUE is a ratio of about 1.1-2.0; anything above this is a unit mistake (130 for 1.30).
 MAX_PUE = Decimal("5")
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One broken rule: which field, a stable code and a sentence."""
-
-    field: str
-    code: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        """The JSON shape used in error details and import reports."""
-        return {"field": self.field, "code": self.code, "message": self.message}
-
-
-def raise_if_any(errors: Iterable[FieldError]) -> None:
-    """Raise a 400 carrying the first error's code and every error in the detail."""
-    found = list(errors)
-    if not found:
-        return
-    first = found[0]
-    raise ValidationFailed(
-        first.message,
-        code=first.code,
-        detail={"field": first.field, "errors": [error.as_dict() for error in found]},
-    )
 
 
 def currency_errors(field: str, value: str) -> list[FieldError]:

@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic import ValidationError as PydanticValidationError
 
+from core.errors import FieldError, raise_if_any
 from inventory.choices import (
     GpuHealth,
     IndexSourceKind,
@@ -29,7 +30,6 @@ from inventory.choices import (
     PriceTerm,
     SiteTier,
 )
-from inventory.rules import FieldError, raise_if_any
 
 # Bounds of the PostgreSQL columns; the sign is left to the rules so that they name the error.
 SmallInt = Annotated[int, Field(ge=-32768, le=32767)]

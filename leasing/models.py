@@ -3,8 +3,6 @@ that found no capacity, holds, leases, the GPU allocations behind them and their
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
 from django.db import models
@@ -13,6 +11,7 @@ from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
 from contracts.models import Contract, history_user
+from core.fields import amount_field, currency_field, currency_is_iso, rate_field
 from inventory.models import Gpu, GpuModel, Node, Site
 from leasing.choices import (
     AllocationEnd,
@@ -23,10 +22,6 @@ from leasing.choices import (
     PricingMode,
     Workload,
 )
-
-RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
-AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 2}
-CURRENCY_SHAPE = r"^[A-Z]{3}$"
 
 
 class Offer(models.Model):
@@ -42,13 +37,13 @@ class Offer(models.Model):
         help_text="Empty: every node of the model at the site.",
     )
     name = models.CharField(max_length=120)
-    price_per_gpu_hour = models.DecimalField(**RATE, help_text="On-demand rate.")
-    currency = models.CharField(max_length=3)
+    price_per_gpu_hour = rate_field(help_text="On-demand rate.")
+    currency = currency_field()
     reserved_ladder = models.JSONField(
         default=dict, blank=True, help_text='Term months → discount %, e.g. {"1": "5", "12": "25"}.'
     )
-    interruptible_price_per_gpu_hour = models.DecimalField(
-        **RATE, null=True, blank=True, help_text="Empty: no interruptible capacity."
+    interruptible_price_per_gpu_hour = rate_field(
+        null=True, blank=True, help_text="Empty: no interruptible capacity."
     )
     preemption_notice_minutes = models.PositiveIntegerField(default=5)
     min_term_hours = models.PositiveIntegerField(default=1)
@@ -76,9 +71,7 @@ class Offer(models.Model):
                 | Q(interruptible_price_per_gpu_hour__gt=0),
                 name="offer_interruptible_price_positive",
             ),
-            models.CheckConstraint(
-                condition=Q(currency__regex=CURRENCY_SHAPE), name="offer_currency_iso"
-            ),
+            currency_is_iso("offer_currency_iso"),
             models.CheckConstraint(
                 condition=Q(available_until__isnull=True)
                 | Q(available_until__gt=F("available_from")),
@@ -100,9 +93,9 @@ class SlaOffering(models.Model):
         Organization, on_delete=models.PROTECT, related_name="sla_offerings"
     )
     served_model_name = models.CharField(max_length=120)
-    price_per_million_input_tokens = models.DecimalField(**RATE)
-    price_per_million_output_tokens = models.DecimalField(**RATE)
-    currency = models.CharField(max_length=3)
+    price_per_million_input_tokens = rate_field()
+    price_per_million_output_tokens = rate_field()
+    currency = currency_field()
     availability_slo_pct = models.DecimalField(max_digits=6, decimal_places=3)
     ttft_p95_ms = models.PositiveIntegerField()
     tpot_p99_ms = models.PositiveIntegerField()
@@ -129,9 +122,7 @@ class SlaOffering(models.Model):
                 condition=Q(availability_slo_pct__gt=0) & Q(availability_slo_pct__lte=100),
                 name="sla_offering_availability_range",
             ),
-            models.CheckConstraint(
-                condition=Q(currency__regex=CURRENCY_SHAPE), name="sla_offering_currency_iso"
-            ),
+            currency_is_iso("sla_offering_currency_iso"),
         ]
 
     def __str__(self) -> str:
@@ -167,9 +158,9 @@ class Quote(models.Model):
     end = models.DateTimeField()
     pricing_mode = models.CharField(max_length=16, choices=PricingMode.choices)
     term_months = models.PositiveIntegerField(null=True, blank=True)
-    price_per_gpu_hour = models.DecimalField(**RATE)
-    total = models.DecimalField(**AMOUNT)
-    currency = models.CharField(max_length=3)
+    price_per_gpu_hour = rate_field()
+    total = amount_field()
+    currency = currency_field()
     breakdown = models.JSONField(default=dict)
     free_gpus_at_quote = models.PositiveIntegerField()
     expires_at = models.DateTimeField()
@@ -296,8 +287,8 @@ class Lease(models.Model):
     end = models.DateTimeField()
     pricing_mode = models.CharField(max_length=16, choices=PricingMode.choices)
     term_months = models.PositiveIntegerField(null=True, blank=True)
-    price_per_gpu_hour = models.DecimalField(**RATE)
-    currency = models.CharField(max_length=3)
+    price_per_gpu_hour = rate_field()
+    currency = currency_field()
     status = models.CharField(max_length=24, choices=LeaseStatus.choices)
     placement = models.CharField(max_length=16, help_text="single_node or multi_node.")
     workload = models.CharField(

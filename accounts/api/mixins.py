@@ -1,4 +1,5 @@
-"""The base every API view builds on: tenant scoping and the idempotency scope."""
+"""The base every API view builds on: tenant scoping, strict query parameters and the idempotency
+scope."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from rest_framework.request import Request
 
 from accounts.permissions import request_caller
 from accounts.selectors import Caller, scope_queryset
+from core.api.params import StrictQueryParamsMixin
 
 
-class OrganizationScopedMixin:
+class OrganizationScopedMixin(StrictQueryParamsMixin):
     """Scope get_queryset() to the caller's organization through `tenant_fields`.
 
-    Another tenant's object is simply not in the queryset, so it answers 404, never 403.
+    Another tenant's object is simply not in the queryset, so it answers 404, never 403. Reads
+    with an unknown query parameter answer 400 (core.api.params.StrictQueryParamsMixin).
     """
 
     tenant_fields: tuple[str, ...] = ("organization",)

@@ -1,4 +1,4 @@
-"""Serializers of the accounts API."""
+"""Serializers of the accounts API, and the summary (Ref) of an organization other apps embed."""
 
 from __future__ import annotations
 
@@ -6,6 +6,13 @@ from rest_framework import serializers
 
 from accounts.choices import KeyScope
 from accounts.models import ApiKey, Organization
+
+
+class ProviderRefSerializer(serializers.Serializer[Organization]):
+    """The provider organization, by slug and name."""
+
+    slug = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
 
 
 class OrganizationSerializer(serializers.ModelSerializer[Organization]):

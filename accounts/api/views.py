@@ -22,9 +22,10 @@ from accounts.errors import Forbidden
 from accounts.models import ApiKey
 from accounts.permissions import request_caller
 from accounts.services import api_key_create, api_key_revoke
+from core.api.params import StrictQueryParamsMixin
 
 
-class MeView(APIView):
+class MeView(StrictQueryParamsMixin, APIView):
     """GET /api/v1/organizations/me/ — the organization this key or session acts for."""
 
     @extend_schema(responses=MeSerializer)

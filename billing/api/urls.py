@@ -1,7 +1,14 @@
-"""Routes of the billing API."""
+"""Routes of the billing API (paths, route names and basenames are part of the public contract)."""
 
-from billing.api.invoices import CreditNoteViewSet, InvoiceViewSet
-from billing.api.usage import UsageEventViewSet, UsageRollupViewSet
+from django.urls import path
+
+from billing.api.views import (
+    CreditNoteViewSet,
+    InvoiceViewSet,
+    StripeWebhookView,
+    UsageEventViewSet,
+    UsageRollupViewSet,
+)
 from core.api.routers import Router
 
 router = Router()
@@ -10,4 +17,8 @@ router.register("usage/rollups", UsageRollupViewSet, basename="usage-rollup")
 router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
 
-urlpatterns = router.urls
+urlpatterns = [
+    *router.urls,
+    # Stripe calls this route: signed deliveries, not the key-authenticated API.
+    path("stripe/webhook", StripeWebhookView.as_view(), name="stripe-webhook"),
+]

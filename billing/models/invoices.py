@@ -3,18 +3,13 @@ and Stripe records."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import models
 from django.db.models import F, Q
 
 from accounts.models import Organization
 from contracts.models import Contract, ContractEvent
+from core.fields import amount_field, currency_field, currency_is_iso, quantity_field, rate_field
 from core.lifecycle import Lifecycle
-
-RATE: dict[str, Any] = {"max_digits": 20, "decimal_places": 6}
-AMOUNT: dict[str, Any] = {"max_digits": 20, "decimal_places": 4}
-QUANTITY: dict[str, Any] = {"max_digits": 24, "decimal_places": 6}
 
 
 class InvoiceStatus(models.TextChoices):
@@ -97,18 +92,18 @@ class Invoice(models.Model):
     )
     period_start = models.DateTimeField()
     period_end = models.DateTimeField()
-    currency = models.CharField(max_length=3)
+    currency = currency_field()
     status = models.CharField(max_length=16, choices=InvoiceStatus.choices, default=S.DRAFT)
     number = models.CharField(max_length=40, null=True, blank=True, unique=True)
     sequence_year = models.PositiveSmallIntegerField(null=True, blank=True)
     sequence_number = models.PositiveIntegerField(null=True, blank=True)
-    subtotal = models.DecimalField(**AMOUNT, default=0)
+    subtotal = amount_field(default=0)
     tax_rate_pct = models.DecimalField(max_digits=7, decimal_places=4, default=0)
-    taxable_amount = models.DecimalField(**AMOUNT, default=0)
-    tax = models.DecimalField(**AMOUNT, default=0)
-    total = models.DecimalField(**AMOUNT, default=0)
-    credited_total = models.DecimalField(
-        **AMOUNT, default=0, help_text="Sum of the credit notes issued against this invoice."
+    taxable_amount = amount_field(default=0)
+    tax = amount_field(default=0)
+    total = amount_field(default=0)
+    credited_total = amount_field(
+        default=0, help_text="Sum of the credit notes issued against this invoice."
     )
     issued_at = models.DateTimeField(null=True, blank=True)
     due_at = models.DateTimeField(null=True, blank=True)
@@ -146,9 +141,7 @@ class Invoice(models.Model):
             models.CheckConstraint(
                 condition=Q(period_end__gt=F("period_start")), name="invoice_period_order"
             ),
-            models.CheckConstraint(
-                condition=Q(currency__regex=r"^[A-Z]{3}$"), name="invoice_currency_iso"
-            ),
+            currency_is_iso("invoice_currency_iso"),
             models.CheckConstraint(
                 condition=Q(total=F("subtotal") + F("tax")), name="invoice_total_is_sum"
             ),
@@ -225,11 +218,11 @@ class InvoiceLine(models.Model):
     position = models.PositiveSmallIntegerField()
     kind = models.CharField(max_length=24, choices=LineKind.choices)
     description = models.TextField()
-    quantity = models.DecimalField(**QUANTITY)
+    quantity = quantity_field()
     unit = models.CharField(max_length=32)
-    unit_price = models.DecimalField(**RATE)
-    amount = models.DecimalField(**AMOUNT)
-    currency = models.CharField(max_length=3)
+    unit_price = rate_field()
+    amount = amount_field()
+    currency = currency_field()
     taxable = models.BooleanField(default=True)
     service_start = models.DateTimeField(null=True, blank=True)
     service_end = models.DateTimeField(null=True, blank=True)
@@ -242,9 +235,7 @@ class InvoiceLine(models.Model):
         ordering = ["invoice", "position"]
         constraints = [
             models.UniqueConstraint(fields=["invoice", "position"], name="invoice_line_position"),
-            models.CheckConstraint(
-                condition=Q(currency__regex=r"^[A-Z]{3}$"), name="invoice_line_currency_iso"
-            ),
+            currency_is_iso("invoice_line_currency_iso"),
         ]
 
     def __str__(self) -> str:
@@ -261,10 +252,10 @@ class CreditNote(models.Model):
     sequence_year = models.PositiveSmallIntegerField()
     sequence_number = models.PositiveIntegerField()
     reason = models.TextField()
-    currency = models.CharField(max_length=3)
-    subtotal = models.DecimalField(**AMOUNT)
-    tax = models.DecimalField(**AMOUNT)
-    total = models.DecimalField(**AMOUNT)
+    currency = currency_field()
+    subtotal = amount_field()
+    tax = amount_field()
+    total = amount_field()
     issued_at = models.DateTimeField()
     issued_by = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -294,7 +285,7 @@ class CreditNoteLine(models.Model):
         InvoiceLine, null=True, blank=True, on_delete=models.PROTECT, related_name="credits"
     )
     description = models.TextField()
-    amount = models.DecimalField(**AMOUNT)
+    amount = amount_field()
 
     class Meta:
         ordering = ["credit_note", "id"]

@@ -241,7 +241,7 @@ def _rate_steps(contract: Contract) -> tuple[RateStep, ...]:
         contract=contract, kind__in=RATE_EVENT_KINDS, rate__isnull=False
     ).order_by("effective_at", "id")
     return tuple(
-        RateStep(start=e.effective_at, rate=e.rate, event_id=e.pk, explanation=e.explanation)  # type: ignore[arg-type]
+        RateStep(start=e.effective_at, rate=e.rate, event_id=e.pk, explanation=e.explanation)
         for e in events
     )
 
@@ -255,7 +255,7 @@ def _recorded_charges(
     return tuple(
         RecordedCharge(
             kind=LineKind.EXIT_FEE,
-            amount=Money(e.amount, e.currency),  # type: ignore[arg-type]
+            amount=Money(e.amount, e.currency),
             explanation=e.explanation,
             event_id=e.pk,
             effective_at=e.effective_at,

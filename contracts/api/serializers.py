@@ -9,6 +9,16 @@ from rest_framework import serializers
 from contracts import engine
 from contracts.choices import AcceptanceRunStatus, ClauseKind, EndReason, Party, PricingBasis
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
+from core.api.fields import CurrencyField, MoneyField, RateField
+
+
+class EventRefSerializer(serializers.ModelSerializer[ContractEvent]):
+    """A contract event cited by an invoice line."""
+
+    class Meta:
+        model = ContractEvent
+        fields = ["id", "kind", "effective_at", "explanation"]
+        read_only_fields = fields
 
 
 class ClauseSerializer(serializers.ModelSerializer[Clause]):
@@ -74,9 +84,6 @@ class ContractSerializer(serializers.ModelSerializer[Contract]):
         read_only_fields = fields
 
 
-RATE_FIELD: dict[str, Any] = {"max_digits": 20, "decimal_places": 6, "min_value": 0}
-
-
 class ContractCreateSerializer(serializers.Serializer[Any]):
     """Input of an operator creating a contract."""
 
@@ -84,18 +91,14 @@ class ContractCreateSerializer(serializers.Serializer[Any]):
     lessee = serializers.SlugField()
     term_start = serializers.DateTimeField()
     term_end = serializers.DateTimeField()
-    currency = serializers.RegexField(r"^[A-Z]{3}$")
+    currency = CurrencyField()
     pricing_basis = serializers.ChoiceField(choices=PricingBasis.choices)
     billing_anchor_day = serializers.IntegerField(min_value=1, max_value=28, default=1)
     leased_model_slug = serializers.SlugField(required=False, allow_blank=True, default="")
-    base_rate_per_gpu_hour = serializers.DecimalField(**RATE_FIELD, required=False, allow_null=True)
-    rate_per_million_input_tokens = serializers.DecimalField(
-        **RATE_FIELD, required=False, allow_null=True
-    )
-    rate_per_million_output_tokens = serializers.DecimalField(
-        **RATE_FIELD, required=False, allow_null=True
-    )
-    reference_market_rate = serializers.DecimalField(**RATE_FIELD, required=False, allow_null=True)
+    base_rate_per_gpu_hour = RateField(min_value=0, required=False, allow_null=True)
+    rate_per_million_input_tokens = RateField(min_value=0, required=False, allow_null=True)
+    rate_per_million_output_tokens = RateField(min_value=0, required=False, allow_null=True)
+    reference_market_rate = RateField(min_value=0, required=False, allow_null=True)
     committed_gpus = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     committed_tokens_per_s = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     clauses = serializers.ListField(
@@ -109,14 +112,10 @@ class ContractAmendSerializer(serializers.Serializer[Any]):
     term_end = serializers.DateTimeField(required=False)
     billing_anchor_day = serializers.IntegerField(min_value=1, max_value=28, required=False)
     leased_model_slug = serializers.SlugField(required=False, allow_blank=True)
-    base_rate_per_gpu_hour = serializers.DecimalField(**RATE_FIELD, required=False, allow_null=True)
-    rate_per_million_input_tokens = serializers.DecimalField(
-        **RATE_FIELD, required=False, allow_null=True
-    )
-    rate_per_million_output_tokens = serializers.DecimalField(
-        **RATE_FIELD, required=False, allow_null=True
-    )
-    reference_market_rate = serializers.DecimalField(**RATE_FIELD, required=False, allow_null=True)
+    base_rate_per_gpu_hour = RateField(min_value=0, required=False, allow_null=True)
+    rate_per_million_input_tokens = RateField(min_value=0, required=False, allow_null=True)
+    rate_per_million_output_tokens = RateField(min_value=0, required=False, allow_null=True)
+    reference_market_rate = RateField(min_value=0, required=False, allow_null=True)
     committed_gpus = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     committed_tokens_per_s = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     clauses = serializers.ListField(
@@ -159,7 +158,7 @@ class DecisionSerializer(serializers.Serializer[Any]):
     kind = serializers.CharField()
     effective_at = serializers.DateTimeField()
     explanation = serializers.CharField()
-    amount = serializers.DecimalField(max_digits=20, decimal_places=2, allow_null=True)
+    amount = MoneyField(allow_null=True)
     currency = serializers.CharField(allow_null=True)
     inputs = serializers.DictField()
 
@@ -172,7 +171,7 @@ class TerminationQuoteSerializer(serializers.Serializer[Any]):
     exit_date = serializers.DateField()
     effective_end = serializers.DateTimeField()
     notice_end = serializers.DateTimeField()
-    fee = serializers.DecimalField(max_digits=20, decimal_places=2)
+    fee = MoneyField()
     currency = serializers.CharField()
     fee_free_reason = serializers.CharField(allow_null=True)
     data_migration_until = serializers.DateTimeField(allow_null=True)

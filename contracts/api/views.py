@@ -56,7 +56,7 @@ def _decision_data(decision: engine.Decision) -> dict[str, Any]:
         "kind": decision.kind,
         "effective_at": decision.effective_at,
         "explanation": decision.explanation,
-        "amount": decision.amount.amount if decision.amount else None,
+        "amount": decision.amount,
         "currency": decision.amount.currency if decision.amount else None,
         "inputs": decision.inputs,
     }
@@ -71,7 +71,7 @@ def _quote_data(
         "exit_date": exit_date,
         "effective_end": quote.effective_end,
         "notice_end": quote.notice_end,
-        "fee": quote.fee.amount,
+        "fee": quote.fee,
         "currency": quote.fee.currency,
         "fee_free_reason": quote.fee_free_reason,
         "data_migration_until": quote.data_migration_until,

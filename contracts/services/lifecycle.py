@@ -31,6 +31,7 @@ from contracts.selectors import contract_terms
 from core.errors import Conflict
 from core.lifecycle import StatusChange
 from core.money import Money
+from inventory.rules import currency_errors
 
 # Terms an amendment may change; parties and the number never change.
 AMENDABLE_FIELDS = (
@@ -207,7 +208,7 @@ def _check_terms(contract: Contract) -> engine.ContractTerms:
     ]
     if any(rate is not None and rate < 0 for rate in rates):
         raise InvalidContract("Rates cannot be negative.", code="negative_rate")
-    if len(contract.currency) != 3 or not contract.currency.isalpha():
+    if currency_errors("currency", contract.currency.upper()):  # inventory.rules: one wording
         raise InvalidContract("currency must be an ISO-4217 code.", code="invalid_currency")
     return contract_terms(contract)
 

@@ -18,7 +18,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils.json import strict_constant
 
-from core.errors import PayloadTooLarge
+from core.errors import FieldError, PayloadTooLarge, raise_if_any
 
 _CONTAINERS = frozenset((dict, list))
 
@@ -112,3 +112,10 @@ class JSONParser(BaseParser):
         raw = body_read(stream, request=parser_context.get("request"), max_bytes=max_bytes)
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         return json_load(raw, encoding=encoding)
+
+
+def request_object(request: Any) -> dict[str, Any]:
+    """The JSON object of a request body (a copy), or a 400 `invalid` naming `__root__`."""
+    if not isinstance(request.data, dict):
+        raise_if_any([FieldError("__root__", "invalid", "Send a JSON object.")])
+    return dict(request.data)

@@ -4,7 +4,8 @@ Every view answers errors through core.api.exceptions as {"code", "message", "de
 than repeat them on ~90 operations, a drf-spectacular postprocessing hook adds the standard error
 responses to each operation (README, "API conventions"):
 
-- 400 everywhere (a body, query parameter or header that is not valid);
+- 400 everywhere (a body, query parameter or header that is not valid; on a read, also a query
+  parameter the operation does not list: `unknown_query_parameter`);
 - 401, 403 and 429 on operations behind an API key or session (the throttle is per key);
 - 404 where the request can name something that is not there (or not the caller's): a path
   parameter, a query parameter (an object id, a cursor, a ?format= no renderer has) or a body;
@@ -31,6 +32,12 @@ ERROR_DESCRIPTIONS = {
     "422": "Breaks a business rule, or reuses an Idempotency-Key with another body.",
     "429": "Too many requests; `detail.retry_after_seconds` says when to retry.",
 }
+
+# Reads also refuse a query parameter they do not list (core.api.params.StrictQueryParamsMixin).
+READ_400_DESCRIPTION = (
+    "The input is not valid (`invalid`, `malformed_request`, ...); a query parameter the "
+    "operation does not list is `unknown_query_parameter`, named in `detail.unknown`."
+)
 
 _WRITE_METHODS = {"post", "put", "patch", "delete"}
 
@@ -79,7 +86,10 @@ def add_error_responses(
                 continue
             responses = operation.setdefault("responses", {})
             for code in _error_codes(method, operation):
-                responses.setdefault(code, {"description": ERROR_DESCRIPTIONS[code]})
+                description = ERROR_DESCRIPTIONS[code]
+                if method == "get" and code == "400":
+                    description = READ_400_DESCRIPTION
+                responses.setdefault(code, {"description": description})
             for code, response in responses.items():
                 if code.startswith("4") and not response.get("content"):
                     response["content"] = {"application/json": {"schema": ERROR_REF}}

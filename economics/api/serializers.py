@@ -11,11 +11,11 @@ from typing import Any
 
 from rest_framework import serializers
 
-from billing.api.invoices import MinorUnitMixin
+from core.api.fields import MinorUnitMixin
 from economics.models import AssetMonth, CapacitySignal, FxRate
 from economics.selectors import unit_economics as unit_economics_selector
+from inventory.api.serializers import SiteRefSerializer
 from inventory.models import Node
-from leasing.api.serializers_catalog import SiteRefSerializer
 
 
 class ReasonField(serializers.CharField):

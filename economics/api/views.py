@@ -49,6 +49,7 @@ from core.api.params import (
     month_param,
     range_check,
 )
+from core.api.parsers import request_object
 from core.api.renderers import (
     RENDERERS_WITH_CSV,
     CsvListMixin,
@@ -71,7 +72,6 @@ from economics.models import AssetMonth, CapacitySignal, FxRate
 from economics.selectors import unit_economics as unit_economics_selector
 from economics.services.fx import FxRateInput, fx_rate_create, fx_rate_delete, fx_rate_update
 from inventory.models import Node
-from inventory.rules import FieldError, raise_if_any
 from inventory.schemas import parse
 
 
@@ -137,6 +137,7 @@ class AssetViewSet(
     ordering = ["hostname", "id"]
     csv_filename = "assets.csv"
     csv_header = ASSET_CSV_FIELDS
+    query_params = {"economics": ("from", "to")}
 
     def csv_row(self, data: Mapping[str, Any]) -> dict[str, Any]:
         row = dict(data)
@@ -218,6 +219,7 @@ class CapacitySignalViewSet(
     ordering = ["-evaluated_on", "-id"]
     csv_filename = "capacity-signals.csv"
     csv_header = SIGNAL_CSV_FIELDS
+    query_params = {"list": ("all",)}
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         params = self.request.query_params
@@ -273,6 +275,7 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
     renderer_classes = RENDERERS_WITH_CSV
     filter_backends: list[Any] = []
     pagination_class = None
+    query_params = ("offering", "pool", "period", "from", "to")
 
     @extend_schema(
         parameters=[
@@ -333,13 +336,6 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
 # ------------------------------------------------------------------ FX rates
 
 
-def _body(request: Request) -> dict[str, Any]:
-    """The JSON object of a request body, or a 400."""
-    if not isinstance(request.data, dict):
-        raise_if_any([FieldError("__root__", "invalid", "Send a JSON object.")])
-    return dict(request.data)
-
-
 class FxRateViewSet(
     OrganizationScopedMixin,
     mixins.ListModelMixin,
@@ -369,7 +365,7 @@ class FxRateViewSet(
     def create(self, request: Request) -> Response:
         """Record a rate (operators); the same pair and day twice is a 409 fx_rate_exists."""
         fx_rate = fx_rate_create(
-            fields=parse(FxRateInput, _body(request)),
+            fields=parse(FxRateInput, request_object(request)),
             recorded_by_organization=self.caller.organization,
             recorded_by=request.user,
         )
@@ -380,7 +376,7 @@ class FxRateViewSet(
         """Correct some fields of a rate (operators); send only the fields that change."""
         fx_rate = fx_rate_update(
             fx_rate=self.get_object(),
-            changes=_body(request),
+            changes=request_object(request),
             recorded_by_organization=self.caller.organization,
             recorded_by=request.user,
         )

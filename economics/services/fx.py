@@ -17,10 +17,10 @@ from django.db import IntegrityError, transaction
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from accounts.models import Organization
-from core.errors import Conflict
+from core.errors import Conflict, FieldError, raise_if_any
 from economics.locks import fx_rate_lock
 from economics.models import FxRate
-from inventory.rules import FieldError, currency_errors, raise_if_any
+from inventory.rules import currency_errors
 from inventory.schemas import parse
 
 logger = logging.getLogger(__name__)

@@ -9,8 +9,10 @@ from django.db.models import Q, QuerySet
 
 from core.api.filters import IsoDateTimeFilter
 from inventory.choices import (
+    FixingStatus,
     FormFactor,
     GpuHealth,
+    IndexSourceKind,
     NodeStatus,
     OutageCause,
     OutageKind,
@@ -18,7 +20,16 @@ from inventory.choices import (
     SiteTier,
     Vendor,
 )
-from inventory.models import Gpu, GpuModel, MarketPrice, Node, Outage, Site
+from inventory.models import (
+    Gpu,
+    GpuModel,
+    IndexFixing,
+    IndexSource,
+    MarketPrice,
+    Node,
+    Outage,
+    Site,
+)
 from inventory.selectors import nodes_with_health
 
 
@@ -141,3 +152,38 @@ class OutageFilter(filters.FilterSet):
 
     def filter_window_end(self, queryset: QuerySet[Outage], name: str, value: Any) -> Any:
         return queryset.filter(start__lt=value)
+
+
+class IndexSourceFilter(filters.FilterSet):
+    """Sources by kind, owner, activity and name."""
+
+    kind = filters.MultipleChoiceFilter(choices=IndexSourceKind.choices)
+    owner_organization = filters.CharFilter(field_name="owner_organization__slug")
+    name = filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = IndexSource
+        fields = {"is_active": ["exact"], "weight": ["gte", "lte"]}
+
+
+class IndexFixingFilter(filters.FilterSet):
+    """Fixings by model, term, currency, status and a window of days (`from`, `to` inclusive)."""
+
+    gpu_model = filters.CharFilter(field_name="gpu_model__slug")
+    term = filters.MultipleChoiceFilter(choices=PriceTerm.choices)
+    currency = filters.CharFilter(lookup_expr="iexact")
+    status = filters.MultipleChoiceFilter(choices=FixingStatus.choices)
+
+    class Meta:
+        model = IndexFixing
+        fields = {"day": ["exact", "gte", "lte"]}
+
+
+# `from` and `to` are Python keywords, so they cannot be declared as class attributes.
+IndexFixingFilter.base_filters["from"] = filters.DateFilter(
+    field_name="day", lookup_expr="gte", label="First day (inclusive)"
+)
+
+IndexFixingFilter.base_filters["to"] = filters.DateFilter(
+    field_name="day", lookup_expr="lte", label="Last day (inclusive)"
+)

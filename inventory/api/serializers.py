@@ -1,4 +1,5 @@
-"""Output serializers of the inventory API. Input is parsed by inventory.schemas (pydantic).
+"""Output serializers of the inventory API (input is parsed by inventory.schemas, pydantic), and
+the summaries (Ref) of sites and GPU models other apps embed.
 
 Economics (capex, salvage, power draw, site costs) and asset identifiers appear only to the
 owning provider and operators; everyone else gets the same object without those keys.
@@ -12,7 +13,16 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from accounts.selectors import Caller
-from inventory.models import Gpu, GpuModel, MarketPrice, Node, Outage, Site
+from inventory.models import (
+    Gpu,
+    GpuModel,
+    IndexFixing,
+    IndexSource,
+    MarketPrice,
+    Node,
+    Outage,
+    Site,
+)
 
 
 class _OwnerOnlyFields(serializers.ModelSerializer[Any]):
@@ -50,6 +60,23 @@ class _OwnerOnlyFieldsSchema(OpenApiSerializerExtension):
         else:
             schema.pop("required", None)
         return schema
+
+
+class SiteRefSerializer(serializers.Serializer[Site]):
+    """Where the capacity is."""
+
+    id = serializers.IntegerField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    country = serializers.CharField(read_only=True)
+    city = serializers.CharField(read_only=True)
+    region = serializers.CharField(read_only=True)
+
+
+class GpuModelRefSerializer(serializers.Serializer[GpuModel]):
+    """The catalog model an offer sells."""
+
+    slug = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
 
 
 class GpuModelSerializer(serializers.ModelSerializer[GpuModel]):
@@ -327,3 +354,63 @@ class ImportResultSerializer(serializers.Serializer[Any]):
     updated = serializers.IntegerField()
     unchanged = serializers.IntegerField()
     nodes = ImportedNodeSerializer(many=True)
+
+
+class IndexSourceSerializer(serializers.ModelSerializer[IndexSource]):
+    """A registered source; `independence_key` is the owner its vote counts for."""
+
+    owner_organization: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    registered_by_organization: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    independence_key = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = IndexSource
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "owner_organization",
+            "owner_name",
+            "independence_key",
+            "weight",
+            "is_active",
+            "notes",
+            "registered_by_organization",
+            "registered_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class IndexFixingSerializer(serializers.ModelSerializer[IndexFixing]):
+    """One day's fixing of a model, term and currency; null rate when no fixing could be made."""
+
+    gpu_model: serializers.SlugRelatedField[GpuModel] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    rate_per_gpu_hour = serializers.DecimalField(
+        source="rate", max_digits=14, decimal_places=6, read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = IndexFixing
+        fields = [
+            "id",
+            "gpu_model",
+            "term",
+            "currency",
+            "day",
+            "status",
+            "rate_per_gpu_hour",
+            "methodology",
+            "owner_count",
+            "explanation",
+            "inputs",
+            "dropped",
+            "computed_at",
+        ]
+        read_only_fields = fields

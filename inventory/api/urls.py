@@ -3,16 +3,10 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from inventory.api.index import IndexFixingViewSet, IndexSourceViewSet
-from inventory.api.views import (
-    GpuModelViewSet,
-    GpuViewSet,
-    MarketPriceViewSet,
-    NodeImportView,
-    NodeViewSet,
-    OutageViewSet,
-    SiteViewSet,
-)
+from inventory.api.views.assets import GpuViewSet, NodeViewSet, OutageViewSet, SiteViewSet
+from inventory.api.views.catalog import GpuModelViewSet, MarketPriceViewSet
+from inventory.api.views.imports import NodeImportView
+from inventory.api.views.index import IndexFixingViewSet, IndexSourceViewSet
 
 router = SimpleRouter()
 router.register("gpu-models", GpuModelViewSet, basename="gpu-model")

@@ -17,10 +17,9 @@ from pydantic import ValidationError as PydanticValidationError
 from simple_history.utils import bulk_create_with_history
 
 from accounts.models import Organization
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, FieldError, ValidationFailed
 from inventory.locks import nodes_lock
 from inventory.models import Gpu, Node, Outage, Site
-from inventory.rules import FieldError
 from inventory.schemas import NodeImportRow, field_errors
 from inventory.services.import_files import MAX_ROWS
 from inventory.services.market import row_errors_response

@@ -25,12 +25,12 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.models import Organization
-from core.errors import Conflict, NotFound, SemanticError
+from core.errors import Conflict, FieldError, NotFound, SemanticError, raise_if_any
 from inventory import indexing
 from inventory.choices import FixingStatus, IndexSourceKind, PriceTerm
 from inventory.locks import index_source_lock
 from inventory.models import IndexFixing, IndexSource, MarketPrice
-from inventory.rules import FieldError, index_source_errors, raise_if_any
+from inventory.rules import index_source_errors
 from inventory.schemas import IndexSourceChanges, IndexSourceInput
 
 logger = logging.getLogger(__name__)

@@ -18,11 +18,11 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.models import Organization
-from core.errors import ValidationFailed
+from core.errors import FieldError, ValidationFailed
 from inventory.choices import IndexSourceKind
 from inventory.locks import market_prices_lock
 from inventory.models import IndexSource, MarketPrice
-from inventory.rules import FieldError, currency_errors
+from inventory.rules import currency_errors
 from inventory.schemas import MarketPriceObservation
 from inventory.services.nodes import gpu_models_by_slug, unknown_gpu_model
 

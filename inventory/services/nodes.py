@@ -9,11 +9,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from simple_history.utils import bulk_create_with_history
 
-from core.errors import Conflict
+from core.errors import Conflict, FieldError, raise_if_any
 from inventory.choices import NODE_STATUS_TRANSITIONS
 from inventory.locks import node_lock
 from inventory.models import Gpu, GpuModel, Node, Outage, Site
-from inventory.rules import FieldError, hostname_errors, node_errors, raise_if_any
+from inventory.rules import hostname_errors, node_errors
 from inventory.schemas import NodeInput, parse
 
 # Fields of NodeInput that are stored as they are (gpu_model is a slug in, a row out).

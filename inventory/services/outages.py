@@ -7,10 +7,10 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, ValidationFailed, raise_if_any
 from inventory.locks import node_lock
 from inventory.models import Gpu, Node, Outage
-from inventory.rules import outage_errors, raise_if_any
+from inventory.rules import outage_errors
 from inventory.schemas import OutageInput, parse
 from inventory.selectors import outage_overlapping
 

@@ -8,10 +8,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from accounts.models import Organization
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, ValidationFailed, raise_if_any
 from inventory.locks import site_lock
 from inventory.models import Site
-from inventory.rules import raise_if_any, site_errors
+from inventory.rules import site_errors
 from inventory.schemas import SiteInput, parse
 
 _SITE_FIELDS = list(SiteInput.model_fields)

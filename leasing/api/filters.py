@@ -1,23 +1,33 @@
-"""Filters of the catalog endpoints: FilterSets for offers, SLA offerings and quotes, and the
-query-string parser of capacity search (whose filters feed one SQL statement, not a queryset)."""
+"""Filters of the leasing API: FilterSets for offers, SLA offerings, quotes, a lease's history and
+acceptance runs, and the query-string parser of capacity search (whose filters feed one SQL
+statement, not a queryset)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
 
 import django_filters as filters
 from django.db.models import Q, QuerySet
-from django.utils.dateparse import parse_datetime
 
+from contracts.choices import AcceptanceRunStatus, AcceptanceSubmitter
+from contracts.models import AcceptanceRun
 from core.api.filters import IsoDateTimeFilter
+from core.api.params import (
+    choice_param,
+    comma_list,
+    currency_param,
+    datetime_param,
+    decimal_param,
+    int_param,
+    list_param,
+    text_param,
+)
+from core.errors import FieldError, raise_if_any
 from inventory.choices import Vendor
-from inventory.rules import FieldError, raise_if_any
-from leasing.choices import OfferStatus, PricingMode
-from leasing.models import Offer, Quote, SlaOffering
+from leasing.choices import LeaseEventKind, OfferStatus, PricingMode
+from leasing.models import LeaseEvent, Offer, Quote, SlaOffering
 from leasing.selectors import (
     INTERCONNECTS,
     MAX_TERM_MONTHS,
@@ -31,17 +41,13 @@ DEFAULT_LIMIT = 50
 MAX_OFFSET = 10000
 
 
-def _csv(value: str) -> list[str]:
-    return [item.strip().lower() for item in value.split(",") if item.strip()]
-
-
 class _SlugListFilter(filters.CharFilter):
     """One slug, or several separated by commas."""
 
     def filter(self, qs: QuerySet[Any], value: Any) -> QuerySet[Any]:
         if not value:
             return qs
-        return qs.filter(**{f"{self.field_name}__in": _csv(value)})
+        return qs.filter(**{f"{self.field_name}__in": comma_list(value)})
 
 
 class OfferFilter(filters.FilterSet):
@@ -114,91 +120,77 @@ class QuoteFilter(filters.FilterSet):
         fields: list[str] = []  # every filter is declared above
 
 
+class LeaseEventFilter(filters.FilterSet):
+    """Filter a lease's history by kind and effective time."""
+
+    kind = filters.MultipleChoiceFilter(choices=LeaseEventKind.choices)
+    start = IsoDateTimeFilter(field_name="effective_at", lookup_expr="gte")
+    end = IsoDateTimeFilter(field_name="effective_at", lookup_expr="lt")
+
+    class Meta:
+        model = LeaseEvent
+        fields = ["kind"]
+
+
+class AcceptanceRunFilter(filters.FilterSet):
+    """Filter acceptance runs by contract, status (e.g. claimed, disputed) and submitter."""
+
+    contract = filters.NumberFilter(field_name="contract_id")
+    status = filters.MultipleChoiceFilter(choices=AcceptanceRunStatus.choices)
+    submitted_by_party = filters.ChoiceFilter(choices=AcceptanceSubmitter.choices)
+
+    class Meta:
+        model = AcceptanceRun
+        fields = ["contract", "status", "submitted_by_party"]
+
+
 # ------------------------------------------------------------------ capacity search parameters
-
-T = TypeVar("T")
-
-
-def _parse(
-    params: Mapping[str, str],
-    name: str,
-    convert: Callable[[str], T],
-    errors: list[FieldError],
-    *,
-    code: str = "invalid",
-    message: str,
-) -> T | None:
-    raw = params.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        return convert(str(raw).strip())
-    except (ValueError, InvalidOperation, ArithmeticError):
-        errors.append(FieldError(name, code, message))
-        return None
-
-
-def _datetime(raw: str) -> datetime:
-    # "+00:00" arrives as " 00:00" when the client did not URL-encode the plus sign.
-    parsed = parse_datetime(re.sub(r" (\d{2}:?\d{2})$", r"+\1", raw))
-    if parsed is None:
-        raise ValueError(raw)
-    # In UTC: PostgreSQL takes offsets only up to ±15:59 (an OverflowError here is a 400).
-    return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed
-
-
-def _decimal(raw: str) -> Decimal:
-    value = Decimal(raw)
-    if not value.is_finite() or abs(value) >= Decimal(10) ** 14:
-        raise ValueError(raw)
-    return value
-
-
-def _int(raw: str) -> int:
-    value = int(raw)
-    if abs(value) > 2**31 - 1:
-        raise ValueError(raw)
-    return value
 
 
 def capacity_filters_from_query(
     params: Mapping[str, str], *, now: datetime | None = None
 ) -> CapacityFilters:
-    """Parse GET /api/v1/capacity/ parameters, or raise a 400 naming the field and code."""
+    """Parse GET /api/v1/capacity/ parameters, or raise a 400 naming every bad field and code."""
     errors: list[FieldError] = []
-    start = _parse(
+    start = datetime_param(
         params,
         "start",
-        _datetime,
-        errors,
-        code="invalid_datetime",
+        errors=errors,
         message="start is an ISO-8601 date-time, e.g. 2026-03-01T00:00:00Z.",
     )
-    end = _parse(
-        params,
-        "end",
-        _datetime,
-        errors,
-        code="invalid_datetime",
-        message="end is an ISO-8601 date-time.",
+    end = datetime_param(params, "end", errors=errors, message="end is an ISO-8601 date-time.")
+    hours = decimal_param(
+        params, "hours", errors=errors, code="invalid", message="hours is a number."
     )
-    hours = _parse(params, "hours", _decimal, errors, message="hours is a number.")
-    term_months = _parse(params, "term_months", _int, errors, message="term_months is a number.")
-    min_gpus = _parse(params, "min_gpus", _int, errors, message="min_gpus is a whole number.")
-    memory = _parse(params, "memory_gb__gte", _int, errors, message="A whole number of GB.")
-    price_gte = _parse(params, "price__gte", _decimal, errors, message="A decimal price.")
-    price_lte = _parse(params, "price__lte", _decimal, errors, message="A decimal price.")
-    limit = _parse(params, "limit", _int, errors, message="limit is a whole number.")
-    offset = _parse(params, "offset", _int, errors, message="offset is a whole number.")
-    mode = params.get("pricing_mode") or PricingMode.ON_DEMAND
-    if mode not in PricingMode.values:
-        errors.append(
-            FieldError(
-                "pricing_mode",
-                "invalid_pricing_mode",
-                f"pricing_mode is one of {', '.join(PricingMode.values)}.",
-            )
-        )
+    term_months = int_param(
+        params, "term_months", errors=errors, code="invalid", message="term_months is a number."
+    )
+    min_gpus = int_param(
+        params, "min_gpus", errors=errors, code="invalid", message="min_gpus is a whole number."
+    )
+    memory = int_param(
+        params, "memory_gb__gte", errors=errors, code="invalid", message="A whole number of GB."
+    )
+    price_gte = decimal_param(
+        params, "price__gte", errors=errors, code="invalid", message="A decimal price."
+    )
+    price_lte = decimal_param(
+        params, "price__lte", errors=errors, code="invalid", message="A decimal price."
+    )
+    limit = int_param(
+        params, "limit", errors=errors, code="invalid", message="limit is a whole number."
+    )
+    offset = int_param(
+        params, "offset", errors=errors, code="invalid", message="offset is a whole number."
+    )
+    mode = choice_param(
+        params,
+        "pricing_mode",
+        PricingMode.values,
+        default=PricingMode.ON_DEMAND,
+        message=f"pricing_mode is one of {', '.join(PricingMode.values)}.",
+        errors=errors,
+    )
     if mode == PricingMode.RESERVED and term_months is None and "term_months" not in params:
         errors.append(
             FieldError("term_months", "term_required", "Reserved pricing needs term_months.")
@@ -209,18 +201,18 @@ def capacity_filters_from_query(
         )
     if min_gpus is not None and min_gpus <= 0:
         errors.append(FieldError("min_gpus", "invalid_count", "min_gpus must be positive."))
-    vendors = _csv(params.get("vendor", ""))
+    vendors = list_param(params, "vendor")
     bad_vendors = [vendor for vendor in vendors if vendor not in Vendor.values]
     if bad_vendors:
         errors.append(
             FieldError("vendor", "invalid_choice", f"Unknown vendor(s): {', '.join(bad_vendors)}.")
         )
-    interconnect = (params.get("interconnect") or "").lower() or None
+    interconnect = (text_param(params, "interconnect") or "").lower() or None
     if interconnect is not None and interconnect not in INTERCONNECTS:
         errors.append(
             FieldError("interconnect", "invalid_choice", "interconnect is nvlink or infiniband.")
         )
-    ordering = params.get("ordering") or "price"
+    ordering = text_param(params, "ordering") or "price"
     if ordering.lstrip("-") not in ORDERINGS:
         errors.append(
             FieldError(
@@ -235,9 +227,7 @@ def capacity_filters_from_query(
         errors.append(FieldError("offset", "invalid_offset", f"offset is 0 to {MAX_OFFSET}."))
     if price_gte is not None and price_lte is not None and price_gte > price_lte:
         errors.append(FieldError("price__gte", "invalid_range", "price__gte is above price__lte."))
-    currency = (params.get("currency") or "").upper() or None
-    if currency is not None and not re.fullmatch(r"[A-Z]{3}", currency):
-        errors.append(FieldError("currency", "invalid_currency", "An ISO-4217 code, e.g. USD."))
+    currency = currency_param(params, "currency", errors=errors)
     raise_if_any(errors)
     window = window_resolve(
         start=start, end=end, hours=hours, term_months=term_months, pricing_mode=mode, now=now
@@ -248,15 +238,15 @@ def capacity_filters_from_query(
         window=window,
         pricing_mode=mode,
         term_months=term_months,
-        gpu_models=_csv(params.get("gpu_model", "")),
+        gpu_models=list_param(params, "gpu_model"),
         vendors=vendors,
-        generation=params.get("generation") or None,
+        generation=text_param(params, "generation"),
         memory_gb_gte=memory,
         min_gpus=min_gpus if min_gpus is not None else 1,
-        country=params.get("country") or None,
-        city=params.get("city") or None,
-        region=params.get("region") or None,
-        providers=_csv(params.get("provider", "")),
+        country=text_param(params, "country"),
+        city=text_param(params, "city"),
+        region=text_param(params, "region"),
+        providers=list_param(params, "provider"),
         interconnect=interconnect,
         price_gte=price_gte,
         price_lte=price_lte,

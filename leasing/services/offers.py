@@ -18,10 +18,16 @@ from accounts.models import Organization
 from contracts.choices import PricingBasis
 from contracts.models import Contract
 from contracts.schemas import validate_clause_set
-from core.errors import ApplicationError, Conflict, NotFound, SemanticError
-from inventory.iso_codes import is_currency_code
+from core.errors import (
+    ApplicationError,
+    Conflict,
+    FieldError,
+    NotFound,
+    SemanticError,
+    raise_if_any,
+)
 from inventory.models import GpuModel, Node, Site
-from inventory.rules import FieldError, raise_if_any
+from inventory.rules import currency_errors
 from leasing.choices import OfferStatus
 from leasing.locks import offer_lock, sla_offering_lock
 from leasing.models import Offer, SlaOffering, SlaSubscription
@@ -73,12 +79,6 @@ def _template_errors(template: Any) -> list[FieldError]:
     return []
 
 
-def _currency_errors(currency: str) -> list[FieldError]:
-    if is_currency_code(currency):
-        return []
-    return [FieldError("currency", "invalid_currency", f"{currency!r} is not an ISO-4217 code.")]
-
-
 def _positive(field: str, value: Decimal | None, *, allow_zero: bool = False) -> list[FieldError]:
     if value is None or value > 0 or (allow_zero and value == 0):
         return []
@@ -128,7 +128,7 @@ def _offer_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
     errors += _positive(
         "interruptible_price_per_gpu_hour", values["interruptible_price_per_gpu_hour"]
     )
-    errors += _currency_errors(values["currency"])
+    errors += currency_errors("currency", values["currency"])
     try:
         ladder_from_json(values["reserved_ladder"])
     except ApplicationError as error:
@@ -296,7 +296,7 @@ def _sla_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
         values["price_per_million_output_tokens"],
         allow_zero=True,
     )
-    errors += _currency_errors(values["currency"])
+    errors += currency_errors("currency", values["currency"])
     availability = values["availability_slo_pct"]
     if not Decimal(0) < availability <= Decimal(100):
         errors.append(

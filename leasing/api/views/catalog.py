@@ -36,7 +36,7 @@ from leasing.api.filters import (
     SlaOfferingFilter,
     capacity_filters_from_query,
 )
-from leasing.api.serializers_catalog import (
+from leasing.api.serializers.catalog import (
     CapacityPageSerializer,
     OfferCreateSerializer,
     OfferSerializer,
@@ -248,6 +248,7 @@ class CapacityView(OrganizationScopedMixin, APIView):
     """GET /api/v1/capacity/ — offers with GPUs free for the whole window, priced for the term."""
 
     permission_classes = [HasOrganizationScope]
+    query_params = tuple(parameter.name for parameter in _CAPACITY_PARAMETERS)
 
     def _page_url(self, request: Request, offset: int | None) -> str | None:
         if offset is None:
@@ -341,7 +342,7 @@ class QuoteViewSet(
                 pricing_mode=data["pricing_mode"],
                 country=(data.get("country") or "").upper() or None,
                 max_price_per_gpu_hour=data.get("max_price_per_gpu_hour"),
-                currency=(data.get("currency") or "").upper() or None,
+                currency=data.get("currency") or None,
             ),
             now=now,
         )

@@ -27,8 +27,8 @@ from contracts.selectors import acceptance_runs_with_relations, acceptance_submi
 from core.api.idempotency import idempotent
 from core.errors import NotFound, ValidationFailed
 from inventory.models import Gpu
-from leasing.api.filters_leasing import AcceptanceRunFilter, LeaseEventFilter
-from leasing.api.serializers_leasing import (
+from leasing.api.filters import AcceptanceRunFilter, LeaseEventFilter
+from leasing.api.serializers.leases import (
     AcceptanceDecisionInputSerializer,
     AcceptanceDisputeInputSerializer,
     AcceptanceRunSerializer,

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from accounts.models import Organization
 from contracts.models import AcceptanceRun
+from core.api.serializers import StrictInputSerializer
 from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent
 
@@ -206,13 +207,13 @@ class AcceptanceRunSerializer(serializers.ModelSerializer[AcceptanceRun]):
         read_only_fields = fields
 
 
-class AcceptanceDisputeInputSerializer(serializers.Serializer[Any]):
+class AcceptanceDisputeInputSerializer(StrictInputSerializer):
     """Why the lessee disputes a provider's claim (an operator reads it)."""
 
     reason = serializers.CharField(max_length=2000)
 
 
-class AcceptanceDecisionInputSerializer(serializers.Serializer[Any]):
+class AcceptanceDecisionInputSerializer(StrictInputSerializer):
     """An operator's decision of a disputed claim: pass or fail, and why."""
 
     passed = serializers.BooleanField()

@@ -31,7 +31,7 @@ def remove_schedule(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("leasing", "0006_lease_events"),
+        ("leasing", "0007_quote_total_amount_precision"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 

@@ -2,7 +2,8 @@
 
 Input serializers check shape and column limits only; the business rules (whose site, which
 nodes, valid ladder and clauses) live in leasing.services and answer with stable codes.
-Money is a decimal string next to a `currency` field.
+Money is a decimal string next to a `currency` field (core.api.fields). The summaries of other
+apps' rows (provider, site, GPU model) are those apps' Ref serializers.
 """
 
 from __future__ import annotations
@@ -11,58 +12,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from accounts.api.serializers import ProviderRefSerializer
+from core.api.fields import CurrencyField, DecimalString, MinorUnitMixin, RateField
+from core.api.serializers import StrictInputSerializer
+from inventory.api.serializers import GpuModelRefSerializer, SiteRefSerializer
 from leasing.choices import OfferStatus, PricingMode
 from leasing.models import Offer, Quote, SlaOffering
-
-
-def _decimal(**kwargs: Any) -> serializers.DecimalField:
-    """A read-only decimal rendered as a string exactly as stored (no rounding, no float)."""
-    return serializers.DecimalField(max_digits=None, decimal_places=None, read_only=True, **kwargs)
-
-
-def _rate(**kwargs: Any) -> serializers.DecimalField:
-    """A rate as the RATE columns hold it (20 digits, 6 places)."""
-    return serializers.DecimalField(max_digits=20, decimal_places=6, **kwargs)
-
-
-class StrictInputSerializer(serializers.Serializer[Any]):
-    """Unknown fields are errors: a typo must not be silently ignored."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: ["Unknown field."] for name in unknown}, code="unknown_field"
-                )
-        return super().to_internal_value(data)
-
-
-# ------------------------------------------------------------------ offers
-
-
-class ProviderRefSerializer(serializers.Serializer[Any]):
-    """The provider organization, by slug and name."""
-
-    slug = serializers.CharField(read_only=True)
-    name = serializers.CharField(read_only=True)
-
-
-class SiteRefSerializer(serializers.Serializer[Any]):
-    """Where the capacity is."""
-
-    id = serializers.IntegerField(read_only=True)
-    name = serializers.CharField(read_only=True)
-    country = serializers.CharField(read_only=True)
-    city = serializers.CharField(read_only=True)
-    region = serializers.CharField(read_only=True)
-
-
-class GpuModelRefSerializer(serializers.Serializer[Any]):
-    """The catalog model an offer sells."""
-
-    slug = serializers.CharField(read_only=True)
-    name = serializers.CharField(read_only=True)
 
 
 class OfferSerializer(serializers.ModelSerializer[Offer]):
@@ -74,8 +29,8 @@ class OfferSerializer(serializers.ModelSerializer[Offer]):
     nodes = serializers.SerializerMethodField(
         help_text="Named nodes; empty means every node of the model at the site."
     )
-    price_per_gpu_hour = _decimal()
-    interruptible_price_per_gpu_hour = _decimal(allow_null=True)
+    price_per_gpu_hour = DecimalString()
+    interruptible_price_per_gpu_hour = DecimalString(allow_null=True)
 
     class Meta:
         model = Offer
@@ -110,12 +65,12 @@ class _OfferTermsSerializer(StrictInputSerializer):
     """The terms of an offer a provider sets."""
 
     name = serializers.CharField(max_length=120)
-    price_per_gpu_hour = _rate()
-    currency = serializers.RegexField(r"^[A-Za-z]{3}$", help_text="ISO-4217, e.g. USD.")
+    price_per_gpu_hour = RateField()
+    currency = CurrencyField(help_text="ISO-4217, e.g. USD.")
     reserved_ladder = serializers.DictField(
         required=False, help_text='Term months → discount %, e.g. {"1": "5", "12": "25"}.'
     )
-    interruptible_price_per_gpu_hour = _rate(required=False, allow_null=True)
+    interruptible_price_per_gpu_hour = RateField(required=False, allow_null=True)
     preemption_notice_minutes = serializers.IntegerField(
         required=False, min_value=0, max_value=10080
     )
@@ -134,9 +89,6 @@ class _OfferTermsSerializer(StrictInputSerializer):
         max_length=10000,
         help_text="Node ids at the site with the model; empty: every such node.",
     )
-
-    def validate_currency(self, value: str) -> str:
-        return value.upper()
 
 
 class OfferCreateSerializer(_OfferTermsSerializer):
@@ -157,9 +109,9 @@ class SlaOfferingSerializer(serializers.ModelSerializer[SlaOffering]):
 
     provider = ProviderRefSerializer(read_only=True)
     nodes = serializers.SerializerMethodField()
-    price_per_million_input_tokens = _decimal()
-    price_per_million_output_tokens = _decimal()
-    availability_slo_pct = _decimal()
+    price_per_million_input_tokens = DecimalString()
+    price_per_million_output_tokens = DecimalString()
+    availability_slo_pct = DecimalString()
 
     class Meta:
         model = SlaOffering
@@ -190,9 +142,9 @@ class _SlaTermsSerializer(StrictInputSerializer):
     """The terms of an SLA offering a provider sets."""
 
     served_model_name = serializers.CharField(max_length=120)
-    price_per_million_input_tokens = _rate()
-    price_per_million_output_tokens = _rate()
-    currency = serializers.RegexField(r"^[A-Za-z]{3}$")
+    price_per_million_input_tokens = RateField()
+    price_per_million_output_tokens = RateField()
+    currency = CurrencyField()
     availability_slo_pct = serializers.DecimalField(max_digits=6, decimal_places=3)
     ttft_p95_ms = serializers.IntegerField(min_value=0, max_value=2147483647)
     tpot_p99_ms = serializers.IntegerField(min_value=0, max_value=2147483647)
@@ -202,9 +154,6 @@ class _SlaTermsSerializer(StrictInputSerializer):
     )
     contract_template = serializers.ListField(child=serializers.DictField(), required=False)
     status = serializers.ChoiceField(choices=OfferStatus.choices, required=False)
-
-    def validate_currency(self, value: str) -> str:
-        return value.upper()
 
 
 class SlaOfferingCreateSerializer(_SlaTermsSerializer):
@@ -244,8 +193,8 @@ class _CapacityModelSerializer(serializers.Serializer[Any]):
     vendor = serializers.CharField()
     generation = serializers.CharField()
     memory_gb = serializers.IntegerField()
-    memory_bandwidth_tbps = _decimal()
-    dense_bf16_tflops = _decimal()
+    memory_bandwidth_tbps = DecimalString()
+    dense_bf16_tflops = DecimalString()
 
 
 class _CapacityPoolSerializer(serializers.Serializer[Any]):
@@ -266,17 +215,17 @@ class CapacityResultSerializer(serializers.Serializer[Any]):
     max_free_gpus_on_one_node = serializers.IntegerField()
     pricing_mode = serializers.CharField()
     term_months = serializers.IntegerField(allow_null=True)
-    price_per_gpu_hour = _decimal(help_text="Effective rate for the pricing mode and term.")
+    price_per_gpu_hour = DecimalString(help_text="Effective rate for the pricing mode and term.")
     currency = serializers.CharField()
     priced_gpu_count = serializers.IntegerField(help_text="min_gpus, or 1.")
-    window_gpu_hours = _decimal()
-    total_for_window = _decimal(help_text="priced_gpu_count GPUs for the whole window.")
+    window_gpu_hours = DecimalString()
+    total_for_window = DecimalString(help_text="priced_gpu_count GPUs for the whole window.")
     price_explanation = serializers.CharField()
-    price_per_tflops_hour = _decimal(help_text="price_per_gpu_hour / dense BF16 TFLOPS.")
-    memory_bandwidth_tbps_per_price_unit = _decimal(
+    price_per_tflops_hour = DecimalString(help_text="price_per_gpu_hour / dense BF16 TFLOPS.")
+    memory_bandwidth_tbps_per_price_unit = DecimalString(
         help_text="Memory TB/s per currency unit per GPU-hour (bandwidth per dollar)."
     )
-    reliability_pct = _decimal(help_text="Measured availability over the last 90 days.")
+    reliability_pct = DecimalString(help_text="Measured availability over the last 90 days.")
     min_term_hours = serializers.IntegerField()
     preemption_notice_minutes = serializers.IntegerField(allow_null=True)
 
@@ -317,23 +266,24 @@ class QuoteRequestSerializer(StrictInputSerializer):
         choices=PricingMode.choices, default=PricingMode.ON_DEMAND
     )
     country = serializers.RegexField(r"^[A-Za-z]{2}$", required=False)
-    max_price_per_gpu_hour = _rate(required=False)
-    currency = serializers.RegexField(
-        r"^[A-Za-z]{3}$",
+    max_price_per_gpu_hour = RateField(required=False)
+    currency = CurrencyField(
         required=False,
         help_text="Only offers in this currency; the price cap is in it (default USD).",
     )
 
 
-class QuoteSerializer(serializers.ModelSerializer[Quote]):
+class QuoteSerializer(MinorUnitMixin, serializers.ModelSerializer[Quote]):
     """A stored quote: the offer, price breakdown, contract terms and expiry."""
+
+    money_fields = ("total",)
 
     offer = serializers.SerializerMethodField()
     provider = ProviderRefSerializer(source="offer.provider", read_only=True)
     site = SiteRefSerializer(source="offer.site", read_only=True)
     gpu_model = GpuModelRefSerializer(source="offer.gpu_model", read_only=True)
-    price_per_gpu_hour = _decimal()
-    total = _decimal()
+    price_per_gpu_hour = DecimalString()
+    total = DecimalString()
     placement = serializers.SerializerMethodField()
     contract_terms = serializers.SerializerMethodField()
     expired = serializers.SerializerMethodField()

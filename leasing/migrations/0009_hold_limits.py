@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0002_apikey_created_by_key'),
-        ('leasing', '0007_acceptance_claims_schedule'),
+        ('leasing', '0008_acceptance_claims_schedule'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,115 +22,25 @@ from rest_framework.response import Response
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.permissions import HasOrganizationScope, IsOperator
 from core.api.idempotency import idempotent
+from core.api.parsers import request_object
 from core.errors import ValidationFailed
 from inventory import selectors, services
-from inventory.choices import FixingStatus, IndexSourceKind, PriceTerm
-from inventory.models import GpuModel, IndexFixing, IndexSource
-from inventory.rules import FieldError, raise_if_any
-from inventory.schemas import IndexSourceChanges, IndexSourceInput, parse
+from inventory.api.filters import (
+    IndexFixingFilter,
+    IndexSourceFilter,
+)
+from inventory.api.serializers import (
+    IndexFixingSerializer,
+    IndexSourceSerializer,
+)
+from inventory.models import IndexFixing, IndexSource
+from inventory.schemas import (
+    IndexSourceChanges,
+    IndexSourceInput,
+    parse,
+)
 
 _IDENTITY_FIELDS = ("kind", "owner_organization", "owner_name")
-
-
-class IndexSourceFilter(django_filters.FilterSet):
-    """Sources by kind, owner, activity and name."""
-
-    kind = django_filters.MultipleChoiceFilter(choices=IndexSourceKind.choices)
-    owner_organization = django_filters.CharFilter(field_name="owner_organization__slug")
-    name = django_filters.CharFilter(lookup_expr="icontains")
-
-    class Meta:
-        model = IndexSource
-        fields = {"is_active": ["exact"], "weight": ["gte", "lte"]}
-
-
-class IndexFixingFilter(django_filters.FilterSet):
-    """Fixings by model, term, currency, status and a window of days (`from`, `to` inclusive)."""
-
-    gpu_model = django_filters.CharFilter(field_name="gpu_model__slug")
-    term = django_filters.MultipleChoiceFilter(choices=PriceTerm.choices)
-    currency = django_filters.CharFilter(lookup_expr="iexact")
-    status = django_filters.MultipleChoiceFilter(choices=FixingStatus.choices)
-
-    class Meta:
-        model = IndexFixing
-        fields = {"day": ["exact", "gte", "lte"]}
-
-
-# `from` and `to` are Python keywords, so they cannot be declared as class attributes.
-IndexFixingFilter.base_filters["from"] = django_filters.DateFilter(
-    field_name="day", lookup_expr="gte", label="First day (inclusive)"
-)
-IndexFixingFilter.base_filters["to"] = django_filters.DateFilter(
-    field_name="day", lookup_expr="lte", label="Last day (inclusive)"
-)
-
-
-class IndexSourceSerializer(serializers.ModelSerializer[IndexSource]):
-    """A registered source; `independence_key` is the owner its vote counts for."""
-
-    owner_organization: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, allow_null=True
-    )
-    registered_by_organization: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, allow_null=True
-    )
-    independence_key = serializers.CharField(read_only=True)
-
-    class Meta:
-        model = IndexSource
-        fields = [
-            "id",
-            "name",
-            "kind",
-            "owner_organization",
-            "owner_name",
-            "independence_key",
-            "weight",
-            "is_active",
-            "notes",
-            "registered_by_organization",
-            "registered_at",
-            "updated_at",
-        ]
-        read_only_fields = fields
-
-
-class IndexFixingSerializer(serializers.ModelSerializer[IndexFixing]):
-    """One day's fixing of a model, term and currency; null rate when no fixing could be made."""
-
-    gpu_model: serializers.SlugRelatedField[GpuModel] = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True
-    )
-    rate_per_gpu_hour = serializers.DecimalField(
-        source="rate", max_digits=14, decimal_places=6, read_only=True, allow_null=True
-    )
-
-    class Meta:
-        model = IndexFixing
-        fields = [
-            "id",
-            "gpu_model",
-            "term",
-            "currency",
-            "day",
-            "status",
-            "rate_per_gpu_hour",
-            "methodology",
-            "owner_count",
-            "explanation",
-            "inputs",
-            "dropped",
-            "computed_at",
-        ]
-        read_only_fields = fields
-
-
-def _body(request: Request) -> dict[str, Any]:
-    """The JSON object of a request body, or a 400."""
-    if not isinstance(request.data, dict):
-        raise_if_any([FieldError("__root__", "invalid", "Send a JSON object.")])
-    return dict(request.data)
 
 
 class IndexSourceViewSet(
@@ -164,7 +73,7 @@ class IndexSourceViewSet(
     def create(self, request: Request) -> Response:
         """Register a source (operators); a name, or a provider's list price, twice is a 409."""
         source = services.index_source_register(
-            fields=parse(IndexSourceInput, _body(request)),
+            fields=parse(IndexSourceInput, request_object(request)),
             registered_by=request.user,
             registered_by_organization=self.caller.organization,
         )
@@ -177,7 +86,7 @@ class IndexSourceViewSet(
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Change name, weight, activity or notes (operators); every change is in its history."""
         source = self.get_object()
-        changes = _body(request)
+        changes = request_object(request)
         fixed = [name for name in _IDENTITY_FIELDS if name in changes]
         if fixed:
             raise ValidationFailed(

@@ -1,0 +1,2 @@
+"""Views of the leasing API, by concern: `catalog` (offers, SLA offerings, capacity search,
+quotes) and `leases` (holds, leases, acceptance runs, a lease's history)."""
