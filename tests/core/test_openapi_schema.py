@@ -33,6 +33,10 @@ def test_the_schema_validates_and_lists_every_published_path(client: Client):
         "/api/v1/holds/",
         "/api/v1/leases/",
         "/api/v1/leases/{lease_pk}/acceptance-runs/",
+        "/api/v1/acceptance-runs/",
+        "/api/v1/acceptance-runs/{id}/confirm/",
+        "/api/v1/acceptance-runs/{id}/dispute/",
+        "/api/v1/acceptance-runs/{id}/decide/",
         "/api/v1/usage/events/",
         "/api/v1/usage/rollups/",
     ]:
