@@ -36,6 +36,7 @@ from billing.models import (
 )
 from billing.services.cycle import billing_cycle_run
 from billing.services.documents import credit_note_issue, invoice_void
+from billing.services.runs import run_timeout
 from core.errors import SemanticError
 from leasing.models import Lease
 from leasing.services.acceptance import lease_acceptance_run_record
@@ -346,8 +347,21 @@ def test_a_worker_killed_inside_finalization_leaves_no_duplicate_and_no_gap(
     sequence.refresh_from_db()
     assert sequence.last_number == 0
 
-    rerun = cycle()
-    assert (rerun.drafts_created, rerun.finalized) == (0, 8)
+    # The killed run's row says what it committed: all eight drafts, nothing finalized.
+    killed = BillingRun.objects.get()
+    assert (killed.outcome, killed.drafts_created, killed.finalized) == ("running", 8, 0)
+    assert sorted(killed.summary["drafts"]) == sorted(drafts.values_list("pk", flat=True))
+
+    # The next hourly run, once the killed run is past the timeout, marks it abandoned and
+    # says that it took over: the eight finalizations the killed run was due to do.
+    with time_machine.travel(killed.started_at + run_timeout() + timedelta(minutes=1)):
+        rerun = billing_cycle_run(now=AS_OF, deliver=False)
+    assert (rerun.drafts_created, rerun.finalized, rerun.picked_up) == (0, 8, 8)
+    assert rerun.summary["picked_up_from"] == [killed.pk]
+    assert sorted(rerun.summary["picked_up"]) == sorted(killed.summary["drafts"])
+    killed.refresh_from_db()
+    assert (killed.outcome, killed.picked_up_by) == ("abandoned", rerun)
+    assert killed.finished_at is not None
     assert_billed_once_without_gaps(provider, leases)
 
 

@@ -113,9 +113,9 @@ def test_a_run_marked_abandoned_that_finishes_after_all_keeps_its_outcome_and_it
         T0 + run_timeout() + MINUTE,
     )
     assert slow.drafts_created == 3
-    assert slow.summary["finished_after_abandoned_at"] == (
-        T0 + run_timeout() + 2 * MINUTE
-    ).isoformat()
+    assert (
+        slow.summary["finished_after_abandoned_at"] == (T0 + run_timeout() + 2 * MINUTE).isoformat()
+    )
 
 
 # ---------------------------------------------------------------- delivery runs
