@@ -19,6 +19,7 @@ import time_machine
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django_celery_beat.models import PeriodicTask
 
 from billing.models import BillingRun, BillingRunKind, BillingRunOutcome, Invoice
 from billing.services.cycle import _lost_handovers
@@ -74,6 +75,12 @@ def test_the_sweep_abandons_runs_open_past_the_timeout_and_leaves_younger_ones_o
     # A second sweep finds nothing more to do.
     with time_machine.travel(sweep_at + MINUTE, tick=False):
         assert abandon_stale_runs() == []
+
+
+def test_the_sweep_runs_every_ten_minutes_on_beat():
+    task = PeriodicTask.objects.get(task="billing.abandon_stale_runs")
+    assert task.queue == "billing" and task.enabled
+    assert (task.interval.every, task.interval.period) == (10, "minutes")
 
 
 def test_a_run_the_sweep_abandoned_is_picked_up_by_the_next_run_of_its_kind_only():
