@@ -135,8 +135,10 @@ def test_a_delivery_takes_over_only_its_own_invoices_abandoned_run(provider, cus
     killed = opened(BillingRunKind.DELIVERY, at=T0, invoice_id=invoice.pk)
     other = opened(BillingRunKind.DELIVERY, at=T0, invoice_id=invoice.pk + 1000)
 
-    # An abandoned delivery run delivered nothing: the cycle hands the invoice over again.
+    # An abandoned delivery run has a finished_at but delivered nothing: the cycle still hands
+    # the invoice over again.
     with time_machine.travel(T0 + run_timeout() + MINUTE, tick=False):
+        assert abandon_stale_runs() == [killed.pk, other.pk]
         assert _lost_handovers(now=timezone.now(), exclude=[]) == [invoice.pk]
         result = deliver_invoice(invoice.pk)
 
@@ -147,7 +149,8 @@ def test_a_delivery_takes_over_only_its_own_invoices_abandoned_run(provider, cus
     assert (run.outcome, run.delivered, run.picked_up) == (BillingRunOutcome.COMPLETED, 1, 1)
     assert run.summary["picked_up_from"] == [killed.pk]
     assert run.summary["steps"] == {"pdf": "stored", "email": "sent", "stripe": "disabled"}
-    assert (other.outcome, other.picked_up_by) == (BillingRunOutcome.RUNNING, None)
+    # Another invoice's abandoned run waits for a delivery of its own invoice.
+    assert (other.outcome, other.picked_up_by) == (BillingRunOutcome.ABANDONED, None)
     assert _lost_handovers(now=T0 + timedelta(hours=2), exclude=[]) == []
 
 
