@@ -302,7 +302,11 @@ def _record(delivery: Delivery, endpoint: WebhookEndpoint, answer: Answer, at: d
                 f"{endpoint.consecutive_failures} consecutive failed attempts"
             )
             disabled = endpoint
-            transaction.on_commit(lambda: _disabled_mail(disabled), robust=True)
+
+            def mail_the_owner() -> None:
+                _disabled_mail(disabled)
+
+            transaction.on_commit(mail_the_owner, robust=True)
     delivery.save(
         update_fields=[
             "attempt_count",
