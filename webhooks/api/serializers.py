@@ -72,7 +72,7 @@ class WebhookEndpointCreateSerializer(StrictInputSerializer):
     """A new endpoint: an https URL and the event types it receives."""
 
     url = serializers.CharField(help_text="https:// URL on a public address.")
-    event_types = EventTypesField()
+    event_types = EventTypesField(allow_null=True)
     description = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
