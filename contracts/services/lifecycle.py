@@ -31,7 +31,7 @@ from contracts.selectors import contract_terms
 from core.errors import Conflict
 from core.events import emit_to
 from core.lifecycle import StatusChange
-from core.money import Money
+from core.money import Money, round_money
 from inventory.rules import currency_errors
 
 # Terms an amendment may change; parties and the number never change.
@@ -92,7 +92,7 @@ def _contract_webhook(contract: Contract, event: ContractEvent) -> None:
     if event.rate is not None:
         data["rate"] = event.rate
     if event.amount is not None:
-        data["amount"] = event.amount
+        data["amount"] = round_money(event.amount, event.currency)
         data["currency"] = event.currency
     if event_type == "contract.notice":
         data["exit_party"] = contract.exit_party
