@@ -62,8 +62,11 @@ def emit(
         payload=_json(dict(data)),
         occurred_at=occurred_at or timezone.now(),
     )
-    # robust: a broker hiccup must not undo the committed change; the beat dispatcher catches up.
-    transaction.on_commit(lambda: _kick(), robust=True)
+    # One kick per transaction, however many events it wrote; robust: a broker hiccup must not
+    # undo the committed change, the beat dispatcher catches up.
+    connection = transaction.get_connection()
+    if not any(func is _kick for _, func, _ in connection.run_on_commit):
+        transaction.on_commit(_kick, robust=True)
     return event
 
 
