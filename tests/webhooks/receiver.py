@@ -56,12 +56,12 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
-                if receiver.holding.is_set():
-                    receiver.held.set()
-                    receiver._release.wait(timeout=60)
                 receiver.received.append(
                     Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 )
+                if receiver.holding.is_set():
+                    receiver.held.set()
+                    receiver._release.wait(timeout=60)
                 self.send_response(receiver.status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -86,6 +86,8 @@ class Receiver:
             self._server = None
 
     def release(self) -> None:
+        """Answer the held requests; later ones are answered at once."""
+        self.holding.clear()
         self._release.set()
 
     def ids(self) -> list[str]:

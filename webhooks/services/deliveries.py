@@ -75,7 +75,8 @@ class DispatchOutcome:
     claimed: list[tuple[int, str]]
 
 
-def _fan_out(now: datetime, limit: int) -> tuple[int, int]:
+def outbox_fan_out(*, now: datetime, limit: int) -> tuple[int, int]:
+    """One Delivery per new outbox event and matching enabled endpoint; (events, deliveries)."""
     events = list(undispatched_events_skip_locked(limit))
     if not events:
         return 0, 0
@@ -125,7 +126,7 @@ def outbox_dispatch(*, now: datetime | None = None, limit: int = 500) -> Dispatc
     """Fan new outbox events out and send a task for each delivery that is due."""
     now = now or timezone.now()
     with transaction.atomic():
-        events, created = _fan_out(now, limit)
+        events, created = outbox_fan_out(now=now, limit=limit)
     with transaction.atomic():
         claimed = _claim_due(now, limit)
         # robust: an unsent task is not lost, its claim expires and the next run claims again.
