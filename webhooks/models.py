@@ -16,7 +16,9 @@ class WebhookEndpoint(models.Model):
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="webhook_endpoints"
     )
-    url = models.URLField(max_length=2000)
+    url = models.CharField(
+        max_length=2000, help_text="https:// on a public address (webhooks.services.addresses)."
+    )
     description = models.CharField(max_length=200, blank=True)
     event_types = ArrayField(
         models.CharField(max_length=64), help_text="Event types delivered here; never empty."

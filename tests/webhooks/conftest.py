@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +32,18 @@ ALL_TYPES = [
     "usage.events_rejected",
     "capacity_signal.raised",
 ]
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A webhook test never reaches a host other than loopback, whatever an endpoint says."""
+    connect = socket.create_connection
+
+    def guarded(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        assert ipaddress.ip_address(address[0]).is_loopback, f"a test tried to reach {address}"
+        return connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", guarded)
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Organization
 from core.events import emit
@@ -257,3 +259,26 @@ def test_an_endpoint_can_be_deleted_with_its_log(client_for: ClientFor, customer
     endpoint_id = _create(client).json()["id"]
     assert client.delete(f"{URL}{endpoint_id}/").status_code == 204
     assert not WebhookEndpoint.objects.exists()
+
+
+def _queries(client: Any, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_lists_take_the_same_queries_for_one_row_or_many(
+    client_for: ClientFor, customer: Organization, receiver: Receiver
+):
+    client = client_for(customer)
+    endpoint = client.post(URL, {"url": receiver.url, "event_types": ["invoice.paid"]}).json()
+    deliveries = f"{URL}{endpoint['id']}/deliveries/"
+    emit(organization_id=customer.pk, type="invoice.paid", data={"invoice_id": 1})
+    pump()
+    one = (_queries(client, URL), _queries(client, deliveries))
+    receiver.status = 500
+    for invoice_id in range(2, 6):
+        _create(client, event_types=["lease.ended"])  # more rows; never sent anything here
+        emit(organization_id=customer.pk, type="invoice.paid", data={"invoice_id": invoice_id})
+    pump(rounds=2)
+    assert (_queries(client, URL), _queries(client, deliveries)) == one

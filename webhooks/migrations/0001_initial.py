@@ -54,7 +54,7 @@ class Migration(migrations.Migration):
             name='WebhookEndpoint',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('url', models.URLField(max_length=2000)),
+                ('url', models.CharField(help_text='https:// on a public address (webhooks.services.addresses).', max_length=2000)),
                 ('description', models.CharField(blank=True, max_length=200)),
                 ('event_types', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=64), help_text='Event types delivered here; never empty.', size=None)),
                 ('secret', models.CharField(help_text='whsec_… (Standard Webhooks).', max_length=100)),
