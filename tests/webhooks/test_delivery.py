@@ -21,9 +21,9 @@ from tests.factories import UserFactory
 from tests.webhooks.conftest import endpoint_for, pump
 from tests.webhooks.receiver import Receiver
 from webhooks.models import Delivery, DeliveryStatus
-from webhooks.services import addresses
+from webhooks.services import addresses, deliveries
 from webhooks.services.deliveries import delivery_redeliver, outbox_dispatch
-from webhooks.services.endpoints import secret_generate
+from webhooks.services.endpoints import secret_generate, webhook_endpoint_delete
 from webhooks.tasks import deliver, dispatch
 
 pytestmark = pytest.mark.django_db
@@ -242,3 +242,22 @@ def test_the_dispatch_task_fans_out_and_claims(receiver: Receiver, customer: Org
     _emit(customer)
     assert dispatch() == {"events": 1, "deliveries_created": 1, "claimed": 1}
     assert dispatch() == {"events": 0, "deliveries_created": 0, "claimed": 0}
+
+
+def test_an_endpoint_deleted_during_an_attempt_leaves_nothing_behind(
+    receiver: Receiver, customer: Organization, monkeypatch: pytest.MonkeyPatch
+):
+    endpoint = endpoint_for(customer, receiver)
+    _emit(customer)
+    (delivery_id, claim_id) = outbox_dispatch().claimed[0]
+    send = deliveries.post
+
+    def post_while_the_endpoint_is_deleted(url: str, **kwargs: Any) -> deliveries.Answer:
+        answer = send(url, **kwargs)
+        webhook_endpoint_delete(endpoint=endpoint)
+        return answer
+
+    monkeypatch.setattr(deliveries, "post", post_while_the_endpoint_is_deleted)
+    assert deliver(delivery_id, claim_id) == "gone"
+    assert not Delivery.objects.exists()
+    assert len(receiver.received) == 1

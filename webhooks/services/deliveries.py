@@ -342,8 +342,11 @@ def delivery_attempt(*, delivery_id: int, claim_id: str) -> str:
     answer = post(url, body=body, headers=headers)
     with transaction.atomic():
         # Lock order: the endpoint, then its delivery.
-        endpoint = endpoint_lock(delivery.endpoint_id)
-        delivery = delivery_lock(delivery_id)
+        try:
+            endpoint = endpoint_lock(delivery.endpoint_id)
+            delivery = delivery_lock(delivery_id)
+        except (WebhookEndpoint.DoesNotExist, Delivery.DoesNotExist):
+            return "gone"  # the endpoint was deleted during the attempt, with its log
         if delivery.status != DeliveryStatus.PENDING:
             return "stale"
         _record(delivery, endpoint, answer, at)
