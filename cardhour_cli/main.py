@@ -1,5 +1,5 @@
-"""The `cardhour` commands: search, quote, lease, leases, extend, exit, invoices, invoice pdf,
-usage post, economics. Tables for people; `--json` prints the API's answer for scripts.
+"""The `cardhour` commands: search, quote, lease, leases, extend, exit, contracts, invoices,
+invoice pdf, usage post, economics. Tables for people; `--json` prints the API's answer for scripts.
 
 Exit statuses: 0 done; 1 the server failed or could not be reached; 2 a command line that does
 not parse; 3 authentication or permission; 4 not found; 5 invalid input or a business rule;
@@ -12,6 +12,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -169,10 +170,32 @@ def _window(start: str | None, hours: int | None, end: str | None, as_json: bool
     return window
 
 
+def _amount(value: Any) -> str:
+    """A decimal string without zeros past the cents (2.400000 -> 2.40; 0.000125 stays)."""
+    text = str(value)
+    if "." in text:
+        whole, fraction = text.split(".", 1)
+        fraction = fraction.rstrip("0").ljust(2, "0")
+        text = f"{whole}.{fraction}"
+    return text
+
+
 def _money(amount_key: str, currency_key: str = "currency") -> Callable[[dict[str, Any]], Any]:
     def read(row: dict[str, Any]) -> Any:
         amount = row.get(amount_key)
-        return None if amount is None else f"{amount} {row.get(currency_key) or ''}".strip()
+        if amount is None:
+            return None
+        return f"{_amount(amount)} {row.get(currency_key) or ''}".strip()
+
+    return read
+
+
+def _percent(key: str) -> Callable[[dict[str, Any]], Any]:
+    """A fraction the API answers (0.25) as a person reads it (25.0 %)."""
+
+    def read(row: dict[str, Any]) -> Any:
+        value = row.get(key)
+        return None if value is None else f"{Decimal(str(value)) * 100:.1f} %"
 
     return read
 
@@ -455,6 +478,38 @@ def exit_lease(
     print_record(answer, LEASE_DETAIL, title=f"Lease {lease_id}: exit requested")
 
 
+CONTRACT_COLUMNS: list[Column] = [
+    ("Contract", field("id")),
+    ("Number", field("number")),
+    ("Status", field("status")),
+    ("Basis", field("pricing_basis")),
+    ("Lessor", field("lessor")),
+    ("Lessee", field("lessee")),
+    ("Term start", field("term_start")),
+    ("Term end", field("term_end")),
+    ("Currency", field("currency")),
+]
+
+
+@app.command()
+def contracts(
+    ctx: typer.Context,
+    pricing_basis: Annotated[str | None, typer.Option(help="card_hour or token_sla.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only contracts in this status.")] = None,
+    limit: LimitOption = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """Your contracts (as lessee or lessor); token-SLA contract ids are what usage reports name."""
+    with _client(ctx, as_json) as client:
+        rows = list(
+            client.pages("/contracts/", limit=limit, pricing_basis=pricing_basis, status=status)
+        )
+    if as_json:
+        print_json(rows)
+        return
+    print_table(rows, CONTRACT_COLUMNS, title="Contracts")
+
+
 # ---------------------------------------------------------------- invoices
 
 INVOICE_COLUMNS: list[Column] = [
@@ -595,11 +650,11 @@ ASSET_COLUMNS: list[Column] = [
     ("GPUs", field("gpu_count")),
     ("Capex", _money("capex")),
     ("Net cash flow", _money("cumulative_net_cash_flow")),
-    ("ROI to date", field("roi_to_date")),
+    ("ROI to date", _percent("roi_to_date")),
     ("Paid back (month)", field("paid_back_in_month")),
     ("Projected payback (months)", field("projected_payback_months")),
-    ("Utilization", field("trailing_utilization")),
-    ("Break-even /GPU-h", field("break_even_rate_per_gpu_hour")),
+    ("Utilization (3 months)", _percent("trailing_utilization")),
+    ("Break-even per GPU-hour", _money("break_even_rate_per_gpu_hour")),
 ]
 
 
@@ -617,8 +672,9 @@ def economics(
         return
     print_table(rows, ASSET_COLUMNS, title="Assets")
     stdout.print(
-        "ROI and utilization are fractions (0.25 = 25 %); payback is in months of the node's "
-        "life; — means not computed yet or no value (see --json for the reason)."
+        "ROI to date = (net cash flow - capex) / capex; payback in months of the node's life "
+        "(projected from the trailing three months while not yet paid back); — means no value "
+        "yet (--json gives the reason)."
     )
 
 

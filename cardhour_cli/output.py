@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -37,18 +38,25 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+_INSTANT = re.compile(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d)(:\d\d(\.\d+)?)?(Z|[+-]00:00)$")
+
+
 def _cell(value: Any) -> str:
     if value is None or value == "":
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    text = str(value)
+    instant = _INSTANT.match(text)
+    if instant:  # UTC instants to the minute: what a person reads in a table
+        return f"{instant.group(1)} {instant.group(2)}"
+    return text
 
 
 def print_table(
     rows: Iterable[dict[str, Any]], columns: Sequence[Column], *, title: str | None = None
 ) -> int:
-    """A table of rows; says so when there are none. Returns the number of rows."""
+    """A table of rows (times in UTC); says so when there are none. Returns the row count."""
     table = Table(title=title, title_justify="left", header_style="bold")
     for heading, _ in columns:
         table.add_column(heading, overflow="fold")
