@@ -153,13 +153,15 @@ class ApiError(Exception):
         return _EXIT_BY_STATUS.get(self.status, EXIT_ERROR)
 
     def sentence(self) -> str:
-        """What went wrong, in words: ours for the code, plus the server's if it says more."""
+        """What went wrong, in words: ours for the code, else the server's message."""
+        return MESSAGES.get(self.code) or self.message or "The request failed."
+
+    def server_says(self) -> str | None:
+        """The server's own message when it adds to ours (it names the object, the limit...)."""
         known = MESSAGES.get(self.code)
-        if known is None:
-            return self.message or "The request failed."
-        if self.message and self.message.rstrip(".") not in known:
-            return f"{known} ({self.message.rstrip('.')})"
-        return known
+        if known is None or not self.message or self.message.rstrip(".") in known:
+            return None
+        return self.message
 
     def field_errors(self) -> list[str]:
         """`field: problem` lines from the detail of a validation error."""

@@ -88,6 +88,9 @@ def print_error(error: ApiError, *, as_json: bool) -> None:
         return
     where = f"HTTP {error.status}, " if error.status else ""
     stderr.print(f"[bold red]Error:[/] {error.sentence()} [dim]({where}{error.code})[/]")
+    server = error.server_says()
+    if server:
+        stderr.print(f"  server: {server}", markup=False)
     for line in error.field_errors():
         stderr.print(f"  • {line}", markup=False)
 

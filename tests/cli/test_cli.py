@@ -346,3 +346,15 @@ def test_settings_come_from_the_config_file_then_the_environment(world: World):
     typo.write_text('urll = "x"\n')
     refused = bare("--config", str(typo), "leases")
     assert refused.returncode == EXIT_ERROR and "unknown settings: urll" in refused.stderr
+
+
+def test_every_explained_code_is_one_the_server_answers():
+    # A sentence for a code the API never sends would hide a renamed code's real message.
+    sources = "\n".join(
+        path.read_text()
+        for app in ("core", "accounts", "inventory", "contracts", "leasing", "billing")
+        for path in (Path(__file__).resolve().parents[2] / app).rglob("*.py")
+        if "migrations" not in path.parts
+    )
+    unknown = [code for code in MESSAGES if f'"{code}"' not in sources]
+    assert not unknown, unknown
