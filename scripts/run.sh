@@ -19,7 +19,7 @@ if [ -z "${CARDHOUR_RUN_SIGINT_RESET:-}" ]; then
   export CARDHOUR_RUN_SIGINT_RESET=1
   exec python -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execvp(sys.argv[1], sys.argv[1:])' bash "$0" "$@"
+os.execvp(sys.argv[1], sys.argv[1:])' bash "$PWD/scripts/run.sh" "$@"
 fi
 
 names=()
