@@ -204,6 +204,12 @@ def test_an_invoice_that_is_not_issued_has_no_pdf(world: World):
 @TRANSACTIONAL
 def test_usage_is_posted_in_batches_and_sending_it_again_counts_nothing_twice(world: World):
     contract = token_contract(world.provider, world.customer)
+    listed = world.provider_run("contracts", "--pricing-basis", "token_sla")
+    assert listed.code == 0, listed.stderr
+    assert contract.number in listed.stdout and "token_sla" in listed.stdout
+    rows = world.provider_run("contracts", "--pricing-basis", "token_sla", "--json").json()
+    assert [row["id"] for row in rows] == [contract.pk]
+    assert world.provider_run("contracts", "--pricing-basis", "card_hour", "--json").json() == []
     occurred = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
     events = [event(f"cli-{n}", contract, occurred) for n in range(25)]
     events.append(event("cli-bad", contract, occurred, input_tokens=-5))
