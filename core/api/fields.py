@@ -63,7 +63,10 @@ class SlugOrBlankField(serializers.RegexField):
     """A slug or "" (e.g. a GPU model a token contract does not lease), documented as such."""
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_blank", True)
+        # An input must allow blank to take ""; an answer needs only the pattern (allow_blank
+        # would document it a second time, as a oneOf with maxLength 0).
+        if not kwargs.get("read_only"):
+            kwargs.setdefault("allow_blank", True)
         super().__init__(SLUG_OR_BLANK_PATTERN, **kwargs)
 
 
