@@ -61,7 +61,9 @@ from leasing.services.leases import LeaseRequest, lease_create, request_build, r
 
 ALLOCATIONS = Prefetch(
     "allocations",
-    queryset=Allocation.objects.select_related("gpu__node").order_by("gpu__node_id", "gpu__index"),
+    queryset=Allocation.objects.select_related("gpu__node", "node__gpu_model").order_by(
+        "gpu__node_id", "gpu__index"
+    ),
 )
 
 
