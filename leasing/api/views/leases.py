@@ -252,7 +252,7 @@ class LeaseViewSet(
     @extend_schema(request=ReplaceGpuInputSerializer, responses=LeaseSerializer)
     @action(detail=True, methods=["post"], url_path="replace-gpu")
     def replace_gpu(self, request: Request, pk: str | None = None) -> Response:
-        """Provider swaps a failed GPU for a free one (or a successor, re-priced)."""
+        """Provider swaps a failed GPU for a free one; only that GPU is priced (exit terms)."""
         lease = self.get_object()
         self._as_provider(lease)
         serializer = ReplaceGpuInputSerializer(data=request.data)
