@@ -36,6 +36,25 @@ CREATE TRIGGER allocation_rate_matches_swap
   FOR EACH ROW EXECUTE FUNCTION leasing_allocation_rate_matches_swap();
 """
 
+# Before this migration a swap to the successor overwrote the contract's leased model (and made
+# its rate the contract's). The contract's model is the lease's again wherever an old-style swap
+# (its event has no "rule" input) changed it; the old events stay as they were recorded.
+_RESTORE_LEASED_MODEL_SQL = """
+UPDATE contracts_contract c
+   SET leased_model_slug = m.slug
+  FROM leasing_lease l
+  JOIN leasing_offer o ON o.id = l.offer_id
+  JOIN inventory_gpumodel m ON m.id = o.gpu_model_id
+ WHERE l.contract_id = c.id
+   AND c.leased_model_slug <> m.slug
+   AND EXISTS (
+     SELECT 1 FROM contracts_contractevent e
+      WHERE e.contract_id = c.id
+        AND e.kind = 'hardware_replacement_rate'
+        AND NOT (e.inputs ? 'rule')
+   );
+"""
+
 _DROP_TRIGGER_SQL = """
 DROP TRIGGER IF EXISTS allocation_rate_matches_swap ON leasing_allocation;
 DROP FUNCTION IF EXISTS leasing_allocation_rate_matches_swap();
@@ -94,4 +113,5 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunSQL(sql=_TRIGGER_SQL, reverse_sql=_DROP_TRIGGER_SQL),
+        migrations.RunSQL(sql=_RESTORE_LEASED_MODEL_SQL, reverse_sql=migrations.RunSQL.noop),
     ]
