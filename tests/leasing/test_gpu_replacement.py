@@ -4,14 +4,15 @@ lease's contract, and equal to the rate that swap recorded."""
 
 from __future__ import annotations
 
+import importlib
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from contracts.choices import EventKind
-from contracts.models import ContractEvent
+from contracts.models import Contract, ContractEvent
 from inventory.models import Gpu
 from leasing.models import Allocation
 from tests.leasing.factories import EXIT_TERMS, hour_from_now, make_nodes, make_offer
@@ -152,3 +153,30 @@ def test_an_event_that_is_not_a_swap_cannot_price_an_allocation(upgraded):
     assert not_a_swap is not None
     with pytest.raises(IntegrityError, match="swap event"), transaction.atomic():
         Allocation.objects.filter(pk=upgraded.pk).update(swap_event=not_a_swap)
+
+
+def test_the_migration_gives_an_old_style_swapped_contract_its_leases_model_back(
+    client_for, provider, customer
+):
+    migration = importlib.import_module("leasing.migrations.0010_allocation_rate_swap_event")
+    offer = make_offer(provider, nodes=1, gpus_per_node=2, contract_template=[UPGRADE_TERMS])
+    old_style, amended = (lease_of(client_for(customer), offer, 1) for _ in range(2))
+    contracts = Contract.objects.filter(lease__id__in=[old_style["id"], amended["id"]])
+    # What a swap did before: the contract took the successor's model and a rate event.
+    contracts.update(leased_model_slug="b200")
+    for contract in contracts.filter(lease__id=old_style["id"]):
+        ContractEvent.objects.create(
+            contract=contract,
+            kind=EventKind.HARDWARE_REPLACEMENT_RATE,
+            effective_at=contract.term_start,
+            explanation="Hardware replaced: upgrade re-prices …",
+            inputs={"policy": "upgrade", "old_rate": "2.40"},
+            rate=Decimal("3.24"),
+        )
+
+    with connection.cursor() as cursor:
+        cursor.execute(migration._RESTORE_LEASED_MODEL_SQL)
+
+    models = dict(contracts.values_list("lease__id", "leased_model_slug"))
+    # Only the contract an old-style swap changed; an operator's amendment stays.
+    assert models == {old_style["id"]: "h200-sxm", amended["id"]: "b200"}
