@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
 from contracts.choices import EventKind
@@ -180,3 +181,12 @@ def test_the_migration_gives_an_old_style_swapped_contract_its_leases_model_back
     models = dict(contracts.values_list("lease__id", "leased_model_slug"))
     # Only the contract an old-style swap changed; an operator's amendment stays.
     assert models == {old_style["id"]: "h200-sxm", amended["id"]: "b200"}
+
+
+def test_the_lease_admin_page_shows_a_swapped_gpus_rate_and_swap(upgraded, client):
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.test", "pw"))
+    page = client.get(f"/admin/leasing/lease/{upgraded.lease_id}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "0.456538" in text
+    assert f"{upgraded.lease.contract.number} hardware_replacement_rate" in text
