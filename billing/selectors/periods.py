@@ -121,7 +121,7 @@ def _subject(contract: Contract, lease: Lease | None) -> str:
     name = _model_name(contract)
     if lease is not None:
         # Each card-hour line names its GPU model and rate (a swap may bring another model).
-        return f"Lease {lease.pk}, {lease.gpu_count} GPUs (contract {contract.number})"
+        return f"{lease.gpu_count} GPUs (lease {lease.pk}, contract {contract.number})"
     if contract.pricing_basis == PricingBasis.TOKEN_SLA:
         return f"Token SLA {contract.number}"
     return f"{contract.committed_gpus or ''} x {name} (contract {contract.number})".strip()

@@ -155,7 +155,7 @@ def test_a_swapped_gpu_keeps_its_own_rate_while_a_price_step_moves_the_contracts
             terms=card_terms(),
             period=engine.Period(T0, T1),
             is_final_period=False,
-            subject="Lease 1, 2 GPUs",
+            subject="2 GPUs (lease 1)",
             rate_steps=(step,),
             card_hours=usage,
             allocation_prices=prices,
@@ -175,7 +175,7 @@ def test_a_swapped_gpu_keeps_its_own_rate_while_a_price_step_moves_the_contracts
         ("B200", 644, Decimal("3.24"), Decimal("2086.56")),
     ]
     assert [line.event_ids for line in rated.lines] == [(), (99,), (7,)]
-    assert rated.lines[0].description.startswith("Lease 1, 2 GPUs: 2 x H200 @ 2.4: 340 GPU-hours")
+    assert rated.lines[0].description.startswith("2 GPUs (lease 1): 2 x H200 @ 2.4: 340 GPU-hours")
     assert rated.total.amount == Decimal("3930.72")
 
 
