@@ -61,7 +61,9 @@ from leasing.services.leases import LeaseRequest, lease_create, request_build, r
 
 ALLOCATIONS = Prefetch(
     "allocations",
-    queryset=Allocation.objects.select_related("gpu__node").order_by("gpu__node_id", "gpu__index"),
+    queryset=Allocation.objects.select_related("gpu__node", "node__gpu_model").order_by(
+        "gpu__node_id", "gpu__index"
+    ),
 )
 
 
@@ -250,7 +252,7 @@ class LeaseViewSet(
     @extend_schema(request=ReplaceGpuInputSerializer, responses=LeaseSerializer)
     @action(detail=True, methods=["post"], url_path="replace-gpu")
     def replace_gpu(self, request: Request, pk: str | None = None) -> Response:
-        """Provider swaps a failed GPU for a free one (or a successor, re-priced)."""
+        """Provider swaps a failed GPU for a free one; only that GPU is priced (exit terms)."""
         lease = self.get_object()
         self._as_provider(lease)
         serializer = ReplaceGpuInputSerializer(data=request.data)
