@@ -28,7 +28,7 @@ from leasing.choices import (
     PricingMode,
     Workload,
 )
-from leasing.errors import HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
+from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
 from leasing.locks import allocations_lock, hold_lock
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.pricing import offer_prices, rate_for
@@ -268,6 +268,7 @@ def _lease_from_request(
         start=request.start,
         end=request.end,
         preemptible=interruptible,
+        now=now,
     )
     rate, _ = rate_for(
         offer_prices(request.offer), mode=request.pricing_mode, term_months=request.term_months
@@ -287,14 +288,22 @@ def _lease_from_request(
     taken_from_interruptible: set[int] = set()
     if placement.preempt:
         cut_at = preemption_cut_time(request.offer, start=request.start, now=now)
+        if cut_at >= request.end:
+            raise CapacityGone(
+                "The GPUs free only after the preemption notice runs out, after this window ends.",
+                code="preemption_notice_too_long",
+                detail={"ready_at": cut_at.isoformat(), "end": request.end.isoformat()},
+            )
         taken_from_interruptible = set(
             Allocation.objects.filter(pk__in=placement.preempt).values_list("gpu_id", flat=True)
         )
         allocations_preempt(placement.preempt, by=lease, cut_at=cut_at, now=now, actor=actor)
-        # The preempted GPUs join this lease when the notice runs out.
+        # The preempted GPUs join this lease when the notice runs out; the answer says when.
+        lease.gpus_ready_at = max(request.start, cut_at)
+        lease.save(update_fields=["gpus_ready_at", "updated_at"])
         allocations_create(
             gpu_ids=sorted(taken_from_interruptible),
-            start=max(request.start, cut_at),
+            start=lease.gpus_ready_at,
             end=request.end,
             preemptible=False,
             lease=lease,
