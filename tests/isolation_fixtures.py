@@ -48,7 +48,16 @@ from inventory.services import (
     market_prices_record,
     outage_create,
 )
-from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote, SlaOffering
+from leasing.models import (
+    Allocation,
+    Hold,
+    Lease,
+    LeaseEvent,
+    Offer,
+    PreemptionNotice,
+    Quote,
+    SlaOffering,
+)
 from leasing.services.holds import hold_create
 from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
@@ -478,6 +487,34 @@ def _acceptance_claim(world: World, _: str) -> Built:
     )
 
 
+def _preemption_notice(world: World, _: str) -> Built:
+    """A notice on A's customer's interruptible lease, preempted by an on-demand lease of A's."""
+
+    def make() -> PreemptionNotice:
+        offer = make_offer(world.provider)
+        start = hour_from_now()
+        interruptible = lease_create(
+            customer=world.customer,
+            request=request_build(
+                offer=offer, gpu_count=8, start=start, hours=24, pricing_mode="interruptible"
+            ),
+            actor="tenant",
+        )
+        lease_create(
+            customer=world.customer,
+            request=request_build(offer=offer, gpu_count=2, start=start, hours=4),
+            actor="tenant",
+        )
+        return PreemptionNotice.objects.get(lease=interruptible)
+
+    notice = world.once("preemption_notice", make)
+    return Built(
+        notice,
+        kwargs={"pk": notice.pk},
+        watch=[PreemptionNotice.objects.filter(lease__customer=world.customer)],
+    )
+
+
 def _paused_offer(world: World, _: str) -> Built:
     """A paused offer: only its provider reads it (a published one is public browse)."""
     offer = world.paused_offer()
@@ -862,6 +899,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
     ),
     # A lease's history: its customer and the provider of its offer read it, nobody else.
     "lease-event": Resource(owners=(CUSTOMER, PROVIDER), build=_lease),
+    # Preemption notices: the preempted lease's customer and its offer's provider read them.
+    "preemption-notice": Resource(owners=(CUSTOMER, PROVIDER), build=_preemption_notice),
     "usage-event": Resource(
         owners=(PROVIDER,),
         build=_usage,
