@@ -51,7 +51,7 @@ def lease_nodes(lease_id: int) -> set[int]:
 def test_free_gpus_on_another_node_are_used_before_any_preemption(
     client_for, provider, customer, other_customer
 ):
-    offer, nodes = make_pool(provider, nodes=2)
+    offer, _ = make_pool(provider, nodes=2)
     with time_machine.travel(T0, tick=False):
         cheap = client_for(other_customer).post(
             LEASES, lease_body(offer, count=8, start=T0, hours=24, mode="interruptible")
