@@ -9,6 +9,8 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from billing.models import Invoice
 from billing.tasks import run_cycle
@@ -207,3 +209,35 @@ def test_a_partly_preempted_lease_shrinks_to_the_gpus_it_keeps(
     assert lease.contract.status == ContractStatus.ACTIVE
     assert lease.contract.committed_gpus == 5
     assert lease.events.filter(kind=LeaseEventKind.SHRUNK).count() == 1
+
+
+def test_the_notice_and_lease_lists_take_the_same_queries_for_one_notice_or_many(
+    client_for, provider, customer, other_customer
+):
+    offer, _ = make_pool(provider)
+    victim = client_for(other_customer)
+    urgent = client_for(customer)
+    with time_machine.travel(T0, tick=False):
+        victim.post(LEASES, lease_body(offer, count=8, start=T0, hours=24, mode="interruptible"))
+        victim.get(NOTICES)  # the key's first use writes last_used_at
+
+        def take_one(hour: int) -> None:
+            start = T0 + timedelta(hours=hour)
+            assert (
+                urgent.post(LEASES, lease_body(offer, count=1, start=start, hours=24)).status_code
+                == 201
+            )
+
+        take_one(1)
+        with CaptureQueriesContext(connection) as one_notice:
+            assert len(victim.get(NOTICES).json()["results"]) == 1
+        with CaptureQueriesContext(connection) as one_lease:
+            assert len(victim.get(LEASES).json()["results"][0]["preemption_notices"]) == 1
+        for hour in (2, 3, 4):
+            take_one(hour)
+        with CaptureQueriesContext(connection) as many_notices:
+            assert len(victim.get(NOTICES).json()["results"]) == 4
+        with CaptureQueriesContext(connection) as many_leases:
+            assert len(victim.get(LEASES).json()["results"][0]["preemption_notices"]) == 4
+    assert len(many_notices) == len(one_notice)
+    assert len(many_leases) == len(one_lease)
