@@ -459,11 +459,12 @@ def _lease_follow_cut(
             inputs["old_end"] = old_end
         contract = lease.contract
         if contract.status != ContractStatus.ENDED:
+            # Cut before it began, it never ran: it ends at its start, where billing would start.
             lease.contract = contract_transition(
                 contract=contract,
                 to_status=ContractStatus.ENDED,
                 end_reason=EndReason.PREEMPTED,
-                at=cut_at,
+                at=max(cut_at, lease.start),
                 actor=PREEMPTION_ACTOR,
                 reason=(
                     f"every GPU of lease {lease.pk} was preempted at {cut_at:%Y-%m-%d %H:%M} UTC"

@@ -241,3 +241,30 @@ def test_the_notice_and_lease_lists_take_the_same_queries_for_one_notice_or_many
             assert len(victim.get(LEASES).json()["results"][0]["preemption_notices"]) == 4
     assert len(many_notices) == len(one_notice)
     assert len(many_leases) == len(one_lease)
+
+
+def test_a_lease_preempted_before_it_began_ends_at_its_start_and_is_never_invoiced(
+    client_for, provider, customer, other_customer
+):
+    offer, _ = make_pool(provider)
+    victim = client_for(other_customer)
+    later = T0 + timedelta(hours=6)
+    with time_machine.travel(T0, tick=False):
+        cheap = victim.post(
+            LEASES, lease_body(offer, count=8, start=later, hours=24, mode="interruptible")
+        ).json()
+        urgent = client_for(customer).post(LEASES, lease_body(offer, count=8, start=T0, hours=30))
+        assert urgent.status_code == 201, urgent.json()
+    # Nothing ran on those GPUs before the later start: they are the new lease's at once.
+    assert parse(urgent.json()["gpus_ready_at"]) == T0
+    assert {parse(a["start"]) for a in urgent.json()["allocations"]} == {T0}
+    with time_machine.travel(T0 + timedelta(minutes=6), tick=False):
+        assert execute_preemptions() == 1
+        seen = victim.get(f"{LEASES}{cheap['id']}/").json()
+    assert seen["status"] == LeaseStatus.ENDED
+    assert parse(seen["ended_at"]) == later
+    assert parse(seen["end"]) == later + timedelta(hours=24)  # a window cannot end at its start
+    assert all(a["released_at"] is not None for a in seen["allocations"])
+    with time_machine.travel(later + timedelta(days=40), tick=False):
+        run_cycle()
+    assert not Invoice.objects.filter(contract__lease__pk=cheap["id"]).exists()
