@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 import time_machine
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import Invoice
@@ -268,3 +268,22 @@ def test_a_lease_preempted_before_it_began_ends_at_its_start_and_is_never_invoic
     with time_machine.travel(later + timedelta(days=40), tick=False):
         run_cycle()
     assert not Invoice.objects.filter(contract__lease__pk=cheap["id"]).exists()
+
+
+def test_the_database_refuses_a_ready_time_before_the_start_and_an_empty_notice(
+    client_for, provider, customer, other_customer
+):
+    offer, _ = make_pool(provider)
+    with time_machine.travel(T0, tick=False):
+        cheap = client_for(other_customer).post(
+            LEASES, lease_body(offer, count=8, start=T0, hours=24, mode="interruptible")
+        )
+        urgent = client_for(customer).post(LEASES, lease_body(offer, count=2, start=T0, hours=4))
+    lease = Lease.objects.get(pk=urgent.json()["id"])
+    too_early = lease.start - timedelta(minutes=1)
+    ready = pytest.raises(IntegrityError, match="lease_gpus_ready_after_start")
+    with ready, transaction.atomic():
+        Lease.objects.filter(pk=lease.pk).update(gpus_ready_at=too_early)
+    empty = pytest.raises(IntegrityError, match="preemption_notice_count_positive")
+    with empty, transaction.atomic():
+        PreemptionNotice.objects.filter(lease_id=cheap.json()["id"]).update(gpu_count=0)
