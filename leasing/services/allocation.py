@@ -192,8 +192,9 @@ def _cheapest_preemption(
     reachable = free_gpus(
         node_ids, start=start, end=end, may_preempt=True, lock=False, exclude=exclude
     )
+    truly_free = set(free_ids)
     candidate_ids = sorted(
-        gpu for ids in reachable.values() for gpu in ids if gpu not in set(free_ids)
+        gpu for ids in reachable.values() for gpu in ids if gpu not in truly_free
     )
     if len(candidate_ids) < needed:
         return None
