@@ -10,7 +10,7 @@ from django.db.models import F, Q
 from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
-from contracts.models import Contract, history_user
+from contracts.models import Contract, ContractEvent, history_user
 from core.fields import amount_field, currency_field, currency_is_iso, rate_field
 from inventory.models import Gpu, GpuModel, Node, Site
 from leasing.choices import (
@@ -350,6 +350,22 @@ class Allocation(models.Model):
     replaces = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaced_by"
     )
+    # Pricing of a replacement GPU (docs/architecture.md, "Hardware replacement"): the swap's
+    # contract event, and the GPU's own rate when the swap priced it apart from the contract
+    # (an upgrade to another model). Empty rate: billed at the contract's rate schedule.
+    rate_per_gpu_hour = rate_field(
+        null=True,
+        blank=True,
+        help_text="This GPU's own rate; empty: the contract's rate (base rate and price steps).",
+    )
+    swap_event = models.ForeignKey(
+        ContractEvent,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="allocations",
+        help_text="The contract event of the swap that brought this GPU into the lease.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -368,6 +384,16 @@ class Allocation(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(period__isempty=False), name="allocation_period_not_empty"
+            ),
+            models.CheckConstraint(
+                condition=Q(rate_per_gpu_hour__isnull=True) | Q(rate_per_gpu_hour__gt=0),
+                name="allocation_rate_positive",
+            ),
+            # An own rate is decided by a recorded swap of a leased GPU, never set by hand.
+            models.CheckConstraint(
+                condition=Q(rate_per_gpu_hour__isnull=True)
+                | Q(swap_event__isnull=False, lease__isnull=False),
+                name="allocation_rate_from_a_swap",
             ),
         ]
 

@@ -28,7 +28,9 @@ from contracts.services import (
 )
 from core.errors import Conflict, SemanticError
 from inventory.choices import GpuHealth
-from inventory.models import Gpu
+from inventory.locks import node_lock
+from inventory.models import Gpu, GpuModel
+from inventory.services import gpu_health_set
 from leasing.choices import LIVE_LEASE_STATUSES, AllocationEnd, LeaseEventKind, LeaseStatus
 from leasing.errors import CapacityGone, InvalidWindow, OfferUnavailable
 from leasing.locks import allocations_lock, gpus_lock, lease_lock
@@ -317,12 +319,17 @@ def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
 def lease_replace_gpu(
     *, lease: Lease, failed_gpu: Gpu, actor: str, at: datetime | None = None
 ) -> Allocation:
-    """Swap a failed GPU for a free one of the same model, or of its successor (re-priced)."""
+    """Swap a failed GPU for a free one: of the same model first, else of the lease's own model
+    or its successor. Only the swapped GPU is priced (contract_replace_hardware): its new
+    allocation carries its own rate, or none (the contract's rate); the contract's rate and
+    model stay as they are. The swap is a contract event and a lease event, the failed GPU's
+    health a row of its history."""
     at = at or timezone.now()
     lease = lease_lock(lease)
     if lease.status not in LIVE_LEASE_STATUSES:
         raise Conflict(f"A {lease.status} lease has no GPUs to replace.", code="lease_not_live")
-    # The failed GPU's row (its health is written below) before its allocation.
+    # The failed GPU's node (its health is written below), then the GPU, then its allocation.
+    node_lock(failed_gpu.node_id)
     gpus_lock([failed_gpu.pk])
     old = next(
         iter(
@@ -346,58 +353,83 @@ def lease_replace_gpu(
     else:
         old.period = DateTimeTZRange(old.period.lower, start, "[)")
     old.save(update_fields=["period", "ended_reason", "released_at"])
-    Gpu.objects.filter(pk=failed_gpu.pk).update(health=GpuHealth.FAILED, health_changed_at=at)
-    model = lease.offer.gpu_model
-    replacement = _free_replacement(lease, model_id=model.pk, start=start, end=end)
-    repriced = False
-    if replacement is None and model.successor_id is not None:
-        replacement = _free_replacement(lease, model_id=model.successor_id, start=start, end=end)
+    gpu_health_set(
+        gpu=failed_gpu,
+        health=GpuHealth.FAILED,
+        at=at,
+        reason=f"failed in lease {lease.pk}, replaced by {actor}",
+    )
+    base_model = lease.offer.gpu_model
+    failed_model = GpuModel.objects.get(nodes__gpus=failed_gpu)
+    replacement = None
+    for model_id in _replacement_models(failed_model, base_model):
+        replacement = _free_replacement(lease, model_id=model_id, start=start, end=end)
         if replacement is not None:
-            successor = replacement.node.gpu_model
-            contract_replace_hardware(
-                contract=lease.contract,
-                old_throughput=model.dense_bf16_tflops,
-                new_throughput=successor.dense_bf16_tflops,
-                new_model_slug=successor.slug,
-                effective_at=start,
-                actor=actor,
-            )
-            repriced = True
+            break
     if replacement is None:
         raise CapacityGone(
             "No free GPU of this model or its successor at the site.",
             code="no_replacement",
             detail={"free_gpus": 0},
         )
+    new_model = replacement.node.gpu_model
+    swap = contract_replace_hardware(
+        contract=lease.contract,
+        base_throughput=base_model.dense_bf16_tflops,
+        old_model_slug=failed_model.slug,
+        old_rate=old.rate_per_gpu_hour,
+        new_model_slug=new_model.slug,
+        new_throughput=new_model.dense_bf16_tflops,
+        failed_gpu_id=failed_gpu.pk,
+        replacement_gpu_id=replacement.pk,
+        effective_at=start,
+        actor=actor,
+    )
     (new,) = allocations_create(
         gpu_ids=[replacement.pk], start=start, end=end, preemptible=old.preemptible, lease=lease
     )
     new.replaces = old
-    new.save(update_fields=["replaces"])
+    new.rate_per_gpu_hour = swap.rate
+    new.swap_event = swap
+    new.save(update_fields=["replaces", "rate_per_gpu_hour", "swap_event"])
+    repriced = swap.rate is not None and swap.rate != old.rate_per_gpu_hour
     lease_event_record(
         lease,
         kind=LeaseEventKind.GPU_REPLACED,
         effective_at=start,
         explanation=(
-            f"GPU {failed_gpu.pk} failed and was replaced from {start:%Y-%m-%d %H:%M} UTC by "
-            f"GPU {replacement.pk} ({replacement.node.gpu_model.name} on "
-            f"{replacement.node.hostname})"
+            f"GPU {failed_gpu.pk} ({failed_model.name}) failed and was replaced from "
+            f"{start:%Y-%m-%d %H:%M} UTC by GPU {replacement.pk} ({new_model.name} on "
+            f"{replacement.node.hostname}); "
             + (
-                "; the contract was re-priced for the successor model."
-                if repriced
-                else " of the same model."
+                f"this GPU is billed at {swap.rate} {lease.currency} per GPU-hour."
+                if swap.rate is not None
+                else "this GPU is billed at the contract's rate."
             )
         ),
         actor=actor,
         inputs={
             "failed_gpu_id": failed_gpu.pk,
+            "failed_gpu_model": failed_model.slug,
             "replacement_gpu_id": replacement.pk,
+            "replacement_gpu_model": new_model.slug,
             "replaced_allocation_id": old.pk,
             "allocation_id": new.pk,
+            "rate_per_gpu_hour": None if swap.rate is None else str(swap.rate),
+            "contract_event_id": swap.pk,
             "repriced": repriced,
         },
     )
     return new
+
+
+def _replacement_models(failed: GpuModel, base: GpuModel) -> list[int]:
+    """Models a failed GPU may be swapped for, in order: its own (like-for-like), the lease's
+    model, the lease model's successor (an upgrade, priced by the exit terms)."""
+    order = [failed.pk, base.pk]
+    if base.successor_id is not None:
+        order.append(base.successor_id)
+    return list(dict.fromkeys(order))
 
 
 def _free_replacement(lease: Lease, *, model_id: int, start: datetime, end: datetime) -> Gpu | None:

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from accounts.models import Organization
 from contracts.models import AcceptanceRun
+from core.api.fields import DecimalString
 from core.api.serializers import StrictInputSerializer
 from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
@@ -23,6 +24,12 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
     start = serializers.SerializerMethodField()
     end = serializers.SerializerMethodField()
     replaces = serializers.IntegerField(source="replaces_id", read_only=True, allow_null=True)
+    gpu_model = serializers.CharField(source="node.gpu_model.slug", read_only=True)
+    rate_per_gpu_hour = DecimalString(
+        allow_null=True,
+        help_text="This GPU's own rate, set by an upgrade swap; null: the contract's rate.",
+    )
+    swap_event = serializers.IntegerField(source="swap_event_id", read_only=True, allow_null=True)
 
     class Meta:
         model = Allocation
@@ -31,12 +38,15 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
             "gpu_id",
             "gpu_index",
             "node",
+            "gpu_model",
             "start",
             "end",
             "preemptible",
             "released_at",
             "ended_reason",
             "replaces",
+            "rate_per_gpu_hour",
+            "swap_event",
         ]
 
     def get_start(self, obj: Allocation) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
@@ -62,7 +62,9 @@ from leasing.services.leases import LeaseRequest, lease_create, request_build, r
 
 ALLOCATIONS = Prefetch(
     "allocations",
-    queryset=Allocation.objects.select_related("gpu__node").order_by("gpu__node_id", "gpu__index"),
+    queryset=Allocation.objects.select_related("gpu__node", "node__gpu_model").order_by(
+        "gpu__node_id", "gpu__index"
+    ),
 )
 
 
@@ -251,7 +253,7 @@ class LeaseViewSet(
     @extend_schema(request=ReplaceGpuInputSerializer, responses=LeaseSerializer)
     @action(detail=True, methods=["post"], url_path="replace-gpu")
     def replace_gpu(self, request: Request, pk: str | None = None) -> Response:
-        """Provider swaps a failed GPU for a free one (or a successor, re-priced)."""
+        """Provider swaps a failed GPU for a free one; only that GPU is priced (exit terms)."""
         lease = self.get_object()
         self._as_provider(lease)
         serializer = ReplaceGpuInputSerializer(data=request.data)
@@ -275,6 +277,11 @@ def _visible_lease(view: OrganizationScopedMixin) -> Lease:
     return lease
 
 
+# The lease of a nested route: its id, never null (the model's lease field may be).
+LEASE_PK = OpenApiParameter("lease_pk", int, OpenApiParameter.PATH, description="The lease's id.")
+
+
+@extend_schema(parameters=[LEASE_PK])
 class AcceptanceRunViewSet(
     OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[AcceptanceRun]
 ):
@@ -316,6 +323,7 @@ class AcceptanceRunViewSet(
         return Response(AcceptanceOutcomeSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(parameters=[LEASE_PK])
 class LeaseEventViewSet(
     OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[LeaseEvent]
 ):
