@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('accounts', '0002_apikey_created_by_key'),
         ('contracts', '0005_acceptance_claims'),
-        ('leasing', '0009_hold_limits'),
+        ('leasing', '0010_allocation_rate_swap_event'),
     ]
 
     operations = [

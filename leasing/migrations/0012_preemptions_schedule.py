@@ -32,7 +32,7 @@ def remove_schedule(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("leasing", "0010_preemption_execution"),
+        ("leasing", "0011_preemption_execution"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 
