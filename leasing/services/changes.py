@@ -161,6 +161,8 @@ def allocations_preempt(
         if allocation.lease_id is not None:
             cut[allocation.lease_id] = cut.get(allocation.lease_id, 0) + 1
     for lease in Lease.objects.filter(pk__in=cut).select_related("contract").order_by("pk"):
+        # The payload reaches the preempted lease's customer (history, webhooks): it never names
+        # the preempting lease, which may be another customer's; the notice row keeps it.
         payload = {
             "event": "lease.preempted",
             "lease_id": lease.pk,
@@ -168,7 +170,6 @@ def allocations_preempt(
             "contract": lease.contract.number,
             "gpu_count": cut[lease.pk],
             "cut_at": cut_at.isoformat(),
-            "preempted_by_lease_id": by.pk,
         }
         PreemptionNotice.objects.create(
             lease=lease, preempted_by=by, gpu_count=cut[lease.pk], cut_at=cut_at, payload=payload
@@ -190,7 +191,7 @@ def allocations_preempt(
             lease,
             kind=LeaseEventKind.PREEMPTED,
             effective_at=cut_at,
-            explanation=explanation.replace("an on-demand or reserved lease", f"lease {by.pk}"),
+            explanation=explanation,
             actor=actor,
             inputs=payload,
         )
