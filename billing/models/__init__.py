@@ -18,6 +18,16 @@ from billing.models.invoices import (
     StripeCustomer,
     StripeEvent,
 )
+from billing.models.ledger import (
+    DEBIT_NORMAL_KINDS,
+    MARKETPLACE_KINDS,
+    NON_NEGATIVE_KINDS,
+    AccountKind,
+    LedgerAccount,
+    LedgerEntry,
+    LedgerTransaction,
+    TransactionKind,
+)
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -27,6 +37,14 @@ from billing.models.usage import (
 )
 
 __all__ = [
+    "DEBIT_NORMAL_KINDS",
+    "MARKETPLACE_KINDS",
+    "NON_NEGATIVE_KINDS",
+    "AccountKind",
+    "LedgerAccount",
+    "LedgerEntry",
+    "LedgerTransaction",
+    "TransactionKind",
     "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
