@@ -8,9 +8,9 @@ The reconciliation restates docs/ledger.md's postings a second time, from the do
 - every transaction balances per currency, and each account's trigger-kept balance is the sum of
   its entries;
 - each account's balance is what the documents say it is:
-  receivable = issued totals − credit-note totals − paid totals; outside prepayment = the
+  receivable = issued totals - credit-note totals - paid totals; outside prepayment = the
   draws; provider pending / available = the provider's share less credits of unpaid / paid
-  invoices; provider tax = invoice tax − credit-note tax; cash = paid totals. Void invoices add
+  invoices; provider tax = invoice tax - credit-note tax; cash = paid totals. Void invoices add
   nothing (issue and reversal cancel); any other account kind has no document yet, so 0.
 """
 
@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Q, Sum
 
 from billing.models import (
     ISSUED_STATUSES,
@@ -49,11 +49,6 @@ class Mismatch:
     code: str
     subject: str
     message: str
-
-
-def ledger_accounts_of(*, organization_id: int | None) -> QuerySet[LedgerAccount]:
-    """An organization's accounts (None: the marketplace's)."""
-    return LedgerAccount.objects.filter(organization_id=organization_id)
 
 
 def _expected_keys() -> dict[str, str]:
@@ -190,8 +185,7 @@ def _balance_mismatches() -> list[Mismatch]:
                 Mismatch(
                     "ledger_balance_mismatch",
                     f"{owner} {kind}{sub} {currency}",
-                    f"The documents say {want}; the ledger says {have} "
-                    f"(difference {have - want}).",
+                    f"The documents say {want}; the ledger says {have} (difference {have - want}).",
                 )
             )
     return found

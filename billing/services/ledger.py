@@ -58,8 +58,10 @@ def ledger_account(
             f"{'the marketplace' if kind in MARKETPLACE_KINDS else 'an organization'}.",
             code="ledger_account_owner",
         )
+    # None (the marketplace) is a value of the lookup, not "any".
+    owner: dict[str, Any] = {"organization_id": organization_id}
     account, _ = LedgerAccount.objects.get_or_create(
-        organization_id=organization_id,
+        **owner,
         currency=currency,
         kind=kind,
         subledger=subledger,

@@ -1,4 +1,4 @@
-"""The ledger's invariants are the database's (docs/ledger.md L1–L5): each test tries to break
+"""The ledger's invariants are the database's (docs/ledger.md L1-L5): each test tries to break
 one with raw SQL or the ORM, past the services, and gets a database error."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_an_entry_of_zero_is_refused(accounts):
 
 
 def test_an_entry_in_another_currency_than_its_account_is_refused(accounts):
-    receivable, _, pending_eur = accounts
+    _, _, pending_eur = accounts
     tx = bare_transaction()
     raises_in_savepoint(
         lambda: LedgerEntry.objects.create(
@@ -233,9 +233,7 @@ def test_an_account_never_changes_kind_or_owner(accounts, other_customer):
         "never changes",
     )
     raises_in_savepoint(
-        lambda: LedgerAccount.objects.filter(pk=accounts[0].pk).update(
-            organization=other_customer
-        ),
+        lambda: LedgerAccount.objects.filter(pk=accounts[0].pk).update(organization=other_customer),
         "never changes",
     )
 

@@ -233,7 +233,7 @@ def test_backfill_posts_existing_documents_once(provider, customer, other_custom
     status, _, err = reconcile()
     assert status == 1 and "ledger_posting_missing" in err
 
-    assert "6 transaction(s) posted" in backfill()  # issued ×3, paid, voided, credit note
+    assert "6 transaction(s) posted" in backfill()  # issued x3, paid, voided, credit note
     assert "0 transaction(s) posted" in backfill()
 
     after = {
@@ -257,7 +257,7 @@ def test_reconcile_fails_and_says_what_differs_when_an_entry_is_tampered_with(in
         )
         cursor.execute("ALTER TABLE billing_ledgerentry ENABLE TRIGGER USER")
 
-    status, out, err = reconcile()
+    status, _, err = reconcile()
 
     assert status == 1
     assert "ledger_transaction_unbalanced" in err

@@ -39,6 +39,10 @@ def test_the_schema_validates_and_lists_every_published_path(client: Client):
         "/api/v1/acceptance-runs/{id}/decide/",
         "/api/v1/usage/events/",
         "/api/v1/usage/rollups/",
+        "/api/v1/balances/",
+        "/api/v1/balances/{id}/",
+        "/api/v1/ledger-entries/",
+        "/api/v1/ledger-entries/{id}/",
     ]:
         assert path in paths, sorted(paths)
     assert client.get("/api/schema/").status_code == 200
