@@ -8,6 +8,9 @@ triggers that hold its invariants in the database.
 - L5 `ledger_entry_keeps_balance` adds each entry to its account's `balance` (checked by
   `ledger_account_never_negative`); `ledger_account_guard` refuses any other change of an
   account's balance or identity.
+
+And the nightly beat row of `billing.reconcile_ledger` (03:30 UTC, after the usage
+reconciliation), editable in the admin.
 """
 
 import django.db.models.deletion
@@ -89,6 +92,26 @@ CREATE TRIGGER ledger_account_guard
   FOR EACH ROW EXECUTE FUNCTION billing_ledger_account_guard();
 """
 
+SCHEDULE_NAME = "Ledger reconciliation: the ledger against the documents"
+
+
+def create_schedule(apps, schema_editor):
+    CrontabSchedule = apps.get_model("django_celery_beat", "CrontabSchedule")
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    nightly, _ = CrontabSchedule.objects.get_or_create(
+        minute="30", hour="3", day_of_week="*", day_of_month="*", month_of_year="*", timezone="UTC"
+    )
+    PeriodicTask.objects.get_or_create(
+        name=SCHEDULE_NAME,
+        defaults={"task": "billing.reconcile_ledger", "crontab": nightly, "queue": "billing"},
+    )
+
+
+def remove_schedule(apps, schema_editor):
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    PeriodicTask.objects.filter(name=SCHEDULE_NAME).delete()
+
+
 _DROP_LEDGER_SQL = """
 DROP TRIGGER IF EXISTS ledger_account_guard ON billing_ledgeraccount;
 DROP FUNCTION IF EXISTS billing_ledger_account_guard();
@@ -108,6 +131,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('accounts', '0002_apikey_created_by_key'),
         ('billing', '0010_invoice_events'),
+        ('django_celery_beat', '0019_alter_periodictasks_options'),
     ]
 
     operations = [
@@ -236,4 +260,5 @@ class Migration(migrations.Migration):
             constraint=models.CheckConstraint(condition=models.Q(('currency__regex', '^[A-Z]{3}$')), name='ledger_entry_currency_iso'),
         ),
         migrations.RunSQL(_LEDGER_SQL, _DROP_LEDGER_SQL),
+        migrations.RunPython(create_schedule, remove_schedule),
     ]

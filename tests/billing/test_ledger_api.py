@@ -116,7 +116,7 @@ def test_the_list_queries_do_not_grow_with_the_entries(provider, customer, clien
         provider, customer, contract=invoice.contract, period_start=JANUARY.replace(month=2)
     )
     with CaptureQueriesContext(connection) as many:
-        assert len(client.get("/api/v1/ledger-entries/").json()["results"]) > 3
+        assert len(client.get("/api/v1/ledger-entries/").json()["results"]) > 2
     assert len(many) == len(one)
     with CaptureQueriesContext(connection) as balances:
         client.get("/api/v1/balances/")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.test import Client
 
 from accounts.models import Organization
 from billing.models import (
@@ -29,6 +30,7 @@ from billing.services.stripe import stripe_invoice_push
 from tests.billing.conftest import LocalStripe
 from tests.billing.invoice_factories import JANUARY, leased_contract, make_issued_invoice
 from tests.billing.test_stripe import event_body, post_webhook, sign
+from tests.core.test_metrics import scrape, value
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +106,7 @@ def test_the_billing_cycle_posts_the_issued_invoice_line_by_line(provider, custo
     assert balance(customer, "customer_receivable") == TOTAL
     assert balance(provider, "provider_pending") == -TOTAL
     assert reconcile()[0] == 0
+    assert value(scrape(Client()), "cardhour_ledger_mismatches") == 0
 
 
 def test_a_second_cycle_run_posts_nothing_again(provider, customer):
@@ -245,7 +248,7 @@ def test_backfill_posts_existing_documents_once(provider, customer, other_custom
     assert reconcile()[0] == 0
 
 
-def test_reconcile_fails_and_says_what_differs_when_an_entry_is_tampered_with(invoice):
+def test_reconcile_fails_and_says_what_differs_when_an_entry_is_tampered_with(invoice, client):
     check_deferred()
     with connection.cursor() as cursor:
         # Only someone who can drop the append-only trigger gets here; reconcile still sees it.
@@ -269,6 +272,18 @@ def test_reconcile_fails_and_says_what_differs_when_an_entry_is_tampered_with(in
         "ledger_balance_drift",
         "ledger_balance_mismatch",
     }
+    samples = scrape(client)
+    assert value(samples, "cardhour_ledger_mismatches") == len(run.failures) > 0
+    assert (
+        value(
+            samples,
+            "cardhour_billing_run_failures_total",
+            kind="ledger",
+            stage="reconcile",
+            code="ledger_balance_drift",
+        )
+        >= 1
+    )
 
 
 def test_reconcile_fails_when_a_document_changes_without_its_posting(invoice):
