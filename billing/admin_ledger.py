@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from billing.admin import ReadOnlyAdmin, ReadOnlyMixin
-from billing.models import LedgerAccount, LedgerEntry, LedgerTransaction
+from billing.models import LedgerAccount, LedgerEntry, LedgerTransaction, Refund
 
 
 @admin.register(LedgerAccount)
@@ -30,9 +30,18 @@ class LedgerEntryInline(ReadOnlyMixin, admin.TabularInline[LedgerEntry, LedgerTr
 class LedgerTransactionAdmin(ReadOnlyAdmin):
     """A posted money event: the document behind it, why, and its balanced entries."""
 
-    list_display = ["id", "kind", "dedupe_key", "effective_at", "invoice", "credit_note", "actor"]
+    list_display = [
+        "id",
+        "kind",
+        "dedupe_key",
+        "effective_at",
+        "invoice",
+        "credit_note",
+        "refund",
+        "actor",
+    ]
     list_filter = ["kind"]
-    list_select_related = ["invoice", "credit_note"]
+    list_select_related = ["invoice", "credit_note", "refund"]
     search_fields = ["dedupe_key", "invoice__number", "credit_note__number", "explanation"]
     date_hierarchy = "effective_at"
     inlines = [LedgerEntryInline]
@@ -46,3 +55,13 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     list_filter = ["account__kind", "currency"]
     list_select_related = ["transaction", "account__organization"]
     search_fields = ["transaction__dedupe_key", "memo", "account__organization__slug"]
+
+
+@admin.register(Refund)
+class RefundAdmin(ReadOnlyAdmin):
+    """Refunds of customers' credit (recorded with `manage.py ledger_refund`), never edited."""
+
+    list_display = ["id", "customer", "amount", "currency", "refunded_at", "actor", "reason"]
+    list_filter = ["currency"]
+    list_select_related = ["customer"]
+    search_fields = ["customer__slug", "customer__name", "reason"]

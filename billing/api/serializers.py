@@ -318,6 +318,7 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
     explanation = serializers.CharField(source="transaction.explanation", read_only=True)
     invoice = serializers.IntegerField(source="transaction.invoice_id", read_only=True)
     credit_note = serializers.IntegerField(source="transaction.credit_note_id", read_only=True)
+    refund = serializers.IntegerField(source="transaction.refund_id", read_only=True)
     reverses = serializers.IntegerField(source="transaction.reverses_id", read_only=True)
 
     class Meta:
@@ -336,6 +337,7 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
             "invoice",
             "invoice_line",
             "credit_note",
+            "refund",
             "reverses",
             "explanation",
         ]

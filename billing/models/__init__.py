@@ -26,6 +26,7 @@ from billing.models.ledger import (
     LedgerAccount,
     LedgerEntry,
     LedgerTransaction,
+    Refund,
     TransactionKind,
 )
 from billing.models.usage import (
@@ -58,6 +59,7 @@ __all__ = [
     "LedgerTransaction",
     "LineKind",
     "NumberSeries",
+    "Refund",
     "StripeCustomer",
     "StripeEvent",
     "TransactionKind",

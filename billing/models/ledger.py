@@ -118,6 +118,30 @@ class TransactionKind(models.TextChoices):
     INVOICE_PAID = "invoice_paid", "Invoice paid"
     INVOICE_VOIDED = "invoice_voided", "Invoice voided (reversal)"
     CREDIT_NOTE_ISSUED = "credit_note_issued", "Credit note issued"
+    REFUND_ISSUED = "refund_issued", "Refund paid out"
+
+
+class Refund(models.Model):
+    """Money paid back to a customer out of its credit (what credit notes left it owed)."""
+
+    customer = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="refunds")
+    currency = currency_field()
+    amount = amount_field()
+    reason = models.TextField()
+    refunded_at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-refunded_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="refund_amount_positive"),
+            models.CheckConstraint(condition=~Q(reason=""), name="refund_has_reason"),
+            currency_is_iso("refund_currency_iso"),
+        ]
+
+    def __str__(self) -> str:
+        return f"refund {self.pk}: {self.amount} {self.currency} to {self.customer_id}"
 
 
 class LedgerTransaction(models.Model):
@@ -138,6 +162,9 @@ class LedgerTransaction(models.Model):
         blank=True,
         on_delete=models.PROTECT,
         related_name="ledger_postings",
+    )
+    refund = models.ForeignKey(
+        Refund, null=True, blank=True, on_delete=models.PROTECT, related_name="ledger_postings"
     )
     reverses = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by"

@@ -1,17 +1,18 @@
-"""Reads of the ledger: balances, entries, and the reconciliation of the ledger with documents.
+"""Reads of the ledger: the reconciliation of the ledger with the documents.
 
 The reconciliation restates docs/ledger.md's postings a second time, from the documents alone
-(invoices, their lines, credit notes), without reading what `billing.services.postings` wrote:
+(invoices, their lines, credit notes, refunds), without reading what
+`billing.services.postings` wrote:
 
-- every issued, paid or voided invoice and every credit note has its posting, and no posting
-  names an event its document did not have (each dedupe key is unique, so at most once);
+- every issued, paid or voided invoice, every credit note and every refund has its posting, and
+  no posting names an event its document did not have (each dedupe key is unique: at most once);
 - every transaction balances per currency, and each account's trigger-kept balance is the sum of
   its entries;
-- each account's balance is what the documents say it is:
-  receivable = issued totals - credit-note totals - paid totals; outside prepayment = the
-  draws; provider pending / available = the provider's share less credits of unpaid / paid
-  invoices; provider tax = invoice tax - credit-note tax; cash = paid totals. Void invoices add
-  nothing (issue and reversal cancel); any other account kind has no document yet, so 0.
+- each account's balance is what the documents say it is: receivable = issued totals -
+  credit-note totals - paid totals + refunds; outside prepayment = the draws; provider pending /
+  available = the provider's share less credits of unpaid / paid invoices; provider tax =
+  invoice tax - credit-note tax; cash = paid totals - refunds. Void invoices add nothing (issue
+  and reversal cancel); any other account kind has no document yet, so 0.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from billing.models import (
     LedgerEntry,
     LedgerTransaction,
     LineKind,
+    Refund,
 )
 
 PREPAID_LINE_KINDS = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
@@ -65,6 +67,8 @@ def _expected_keys() -> dict[str, str]:
             keys[f"invoice:{pk}:voided"] = f"the void of invoice {number}"
     for pk, number in CreditNote.objects.values_list("pk", "number"):
         keys[f"credit_note:{pk}:issued"] = f"credit note {number}"
+    for pk in Refund.objects.values_list("pk", flat=True):
+        keys[f"refund:{pk}:issued"] = f"refund {pk}"
     return keys
 
 
@@ -155,6 +159,15 @@ def expected_balances() -> dict[AccountKey, Decimal]:
         expected[(issuer, currency, AccountKind.PROVIDER_TAX, "")] -= tax - credited_tax
         if paid:
             expected[(None, currency, AccountKind.CASH, "")] += total
+    refunds = (
+        Refund.objects.order_by()
+        .values("customer_id", "currency")
+        .annotate(total=Sum("amount"))
+        .values_list("customer_id", "currency", "total")
+    )
+    for customer, currency, refunded in refunds:
+        expected[(customer, currency, AccountKind.CUSTOMER_RECEIVABLE, "")] += refunded
+        expected[(None, currency, AccountKind.CASH, "")] -= refunded
     return expected
 
 

@@ -30,6 +30,7 @@ from billing.models import (
     LedgerAccount,
     LedgerEntry,
     LedgerTransaction,
+    Refund,
 )
 from contracts.services import json_value
 from core.errors import SemanticError
@@ -89,6 +90,7 @@ def ledger_post(
     inputs: Mapping[str, Any] | None = None,
     invoice: Invoice | None = None,
     credit_note: CreditNote | None = None,
+    refund: Refund | None = None,
     reverses: LedgerTransaction | None = None,
 ) -> tuple[LedgerTransaction, bool]:
     """Post one balanced transaction once; (the transaction, whether it was posted now).
@@ -117,6 +119,7 @@ def ledger_post(
         inputs={key: json_value(value) for key, value in (inputs or {}).items()},
         invoice=invoice,
         credit_note=credit_note,
+        refund=refund,
         reverses=reverses,
     )
     # Account pk order (credits first within an account): the balance trigger locks each

@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 
@@ -308,3 +308,54 @@ def test_reconcile_reports_a_posting_whose_document_event_never_happened(invoice
     assert status == 1
     assert f"ledger_posting_unexpected: invoice:{invoice.pk}:paid" in err
     assert AccountKind.CASH in LedgerEntry.objects.values_list("account__kind", flat=True)
+
+
+# ------------------------------------------------------------------ refunds
+
+
+def refund_command(customer: Organization, amount: str) -> str:
+    out = io.StringIO()
+    call_command(
+        "ledger_refund",
+        customer=customer.slug,
+        currency="usd",
+        amount=amount,
+        reason="credit note after payment",
+        actor="ops@cardhour",
+        stdout=out,
+    )
+    return out.getvalue()
+
+
+def test_a_customers_credit_is_refunded_once_and_never_beyond_it(invoice, customer):
+    invoice_mark_paid(invoice=invoice, actor="ops", reason="bank transfer")
+    credit_note_issue(invoice=invoice, reason="Outage", actor="ops", amount=Decimal("100.00"))
+
+    with pytest.raises(CommandError, match="refund_exceeds_credit"):
+        refund_command(customer, "100.01")
+    assert "Refund" in refund_command(customer, "60.00")
+    with pytest.raises(CommandError, match="refund_exceeds_credit"):
+        refund_command(customer, "40.01")
+    refund_command(customer, "40.00")
+
+    check_deferred()
+    assert balance(customer, "customer_receivable") == 0
+    assert balance(None, "cash") == TOTAL - Decimal("100.00")
+    assert LedgerTransaction.objects.filter(kind="refund_issued").count() == 2
+    assert reconcile()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("amount", "code"), [("0", "invalid_refund_amount"), ("-5", "invalid_refund_amount")]
+)
+def test_a_zero_or_negative_refund_is_refused(invoice, customer, amount, code):
+    with pytest.raises(CommandError, match=code):
+        refund_command(customer, amount)
+    assert not LedgerTransaction.objects.filter(kind="refund_issued").exists()
+
+
+def test_a_customer_without_credit_gets_nothing_refunded(invoice, other_customer, customer):
+    with pytest.raises(CommandError, match="nothing_to_refund"):
+        refund_command(other_customer, "1.00")
+    with pytest.raises(CommandError, match="refund_exceeds_credit"):
+        refund_command(customer, "1.00")  # it owes the invoice: no credit
