@@ -18,7 +18,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from billing.locks import invoice_lock
-from billing.models import ISSUED_STATUSES, BillingRun, BillingRunKind, Invoice, InvoiceStatus
+from billing.models import (
+    ISSUED_STATUSES,
+    BillingRun,
+    BillingRunKind,
+    CreditNote,
+    Invoice,
+    InvoiceStatus,
+)
 from billing.selectors.ledger import Mismatch, ledger_mismatches
 from billing.services.postings import (
     credit_note_post,
@@ -44,9 +51,10 @@ class BackfillOutcome:
 def _invoice_backfill(invoice_id: int, *, actor: str) -> int:
     """Post one invoice's missing events in the order they happened; how many were posted."""
     invoice = invoice_lock(invoice_id)
+    if invoice.issued_at is None:  # never issued (the selection takes issued ones only)
+        return 0
     before = invoice.ledger_postings.count()
-    assert invoice.issued_at is not None
-    events: list[tuple[datetime, int, object]] = [(invoice.issued_at, 0, "issued")]
+    events: list[tuple[datetime, int, str | CreditNote]] = [(invoice.issued_at, 0, "issued")]
     for note in invoice.credit_notes.order_by("issued_at", "pk"):
         events.append((note.issued_at, 1, note))
     if invoice.status == InvoiceStatus.PAID and invoice.paid_at is not None:
@@ -54,14 +62,14 @@ def _invoice_backfill(invoice_id: int, *, actor: str) -> int:
     if invoice.status == InvoiceStatus.VOID and invoice.voided_at is not None:
         events.append((invoice.voided_at, 2, "voided"))
     for _, _, event in sorted(events, key=lambda item: (item[0], item[1])):
-        if event == "issued":
+        if isinstance(event, CreditNote):
+            credit_note_post(note=event, actor=actor)
+        elif event == "issued":
             invoice_issued_post(invoice=invoice, actor=actor)
         elif event == "paid":
             invoice_paid_post(invoice=invoice, actor=actor)
-        elif event == "voided":
-            invoice_voided_post(invoice=invoice, actor=actor)
         else:
-            credit_note_post(note=event, actor=actor)  # type: ignore[arg-type]
+            invoice_voided_post(invoice=invoice, actor=actor)
     return invoice.ledger_postings.count() - before
 
 
