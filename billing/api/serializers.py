@@ -316,10 +316,18 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
     effective_at = serializers.DateTimeField(source="transaction.effective_at", read_only=True)
     posted_at = serializers.DateTimeField(source="transaction.posted_at", read_only=True)
     explanation = serializers.CharField(source="transaction.explanation", read_only=True)
-    invoice = serializers.IntegerField(source="transaction.invoice_id", read_only=True)
-    credit_note = serializers.IntegerField(source="transaction.credit_note_id", read_only=True)
-    refund = serializers.IntegerField(source="transaction.refund_id", read_only=True)
-    reverses = serializers.IntegerField(source="transaction.reverses_id", read_only=True)
+    invoice = serializers.IntegerField(
+        source="transaction.invoice_id", read_only=True, allow_null=True
+    )
+    credit_note = serializers.IntegerField(
+        source="transaction.credit_note_id", read_only=True, allow_null=True
+    )
+    refund = serializers.IntegerField(
+        source="transaction.refund_id", read_only=True, allow_null=True
+    )
+    reverses = serializers.IntegerField(
+        source="transaction.reverses_id", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = LedgerEntry
