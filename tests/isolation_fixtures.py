@@ -36,6 +36,7 @@ from billing.services.ingest import usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh_batch
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import acceptance_run_record, contract_activate
+from core.events import emit
 from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
@@ -57,6 +58,9 @@ from tests.billing.invoice_factories import make_issued_invoice
 from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
 from tests.inventory.factories import make_node, make_site, node_payload, site_payload
 from tests.leasing.factories import hour_from_now, make_offer, make_sla_offering
+from webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
+from webhooks.services.deliveries import outbox_dispatch
+from webhooks.services.endpoints import webhook_endpoint_create
 
 API_PREFIX = "api/v1/"
 # Methods every view answers without touching an object (or that the matrix does not exercise).
@@ -66,7 +70,9 @@ PROVIDER, CUSTOMER = "provider", "customer"
 # Stands in for an id no tenant has: tenant B's answer for A's object must be the same as for it.
 MISSING_ID = 999_999_999
 MISSING_NAME = "no-such-object"
-PROJECT_APPS = frozenset({"accounts", "inventory", "contracts", "leasing", "billing", "core"})
+PROJECT_APPS = frozenset(
+    {"accounts", "inventory", "contracts", "leasing", "billing", "core", "webhooks"}
+)
 
 # Figures that are the provider's business alone; no customer response may carry one of them.
 ECONOMICS_FIELDS = (
@@ -650,6 +656,50 @@ def _unit_economics(world: World, _: str) -> Built:
     return Built(offering, refs={"offering": offering.pk, "site": node.site_id})
 
 
+# A public address written as a literal: creating the endpoint resolves nothing and sends nothing.
+PUBLIC_WEBHOOK_URL = "https://93.184.215.14/hooks/cardhour"
+
+
+def _webhook_endpoint(world: World, kind: str) -> Built:
+    endpoint = world.once(
+        f"webhook_endpoint_{kind}",
+        lambda: webhook_endpoint_create(
+            organization=world.owner[kind],
+            url=PUBLIC_WEBHOOK_URL,
+            event_types=["invoice.issued", "lease.created"],
+        ),
+    )
+    return Built(
+        endpoint,
+        kwargs={"pk": endpoint.pk, "endpoint_pk": endpoint.pk},
+        watch=[WebhookEndpoint.objects.filter(organization=world.owner[kind])],
+    )
+
+
+def _webhook_delivery(world: World, kind: str) -> Built:
+    """A delivery of an event of the organization's to its endpoint (claimed, never sent)."""
+    endpoint = _webhook_endpoint(world, kind).obj
+
+    def make() -> Delivery:
+        emit(
+            organization_id=world.owner[kind].pk,
+            type="lease.created",
+            data={"lease_id": 1},
+        )
+        outbox_dispatch()
+        return Delivery.objects.filter(endpoint=endpoint).latest("id")
+
+    delivery = world.once(f"webhook_delivery_{kind}", make)
+    return Built(
+        delivery,
+        kwargs={"endpoint_pk": endpoint.pk, "pk": delivery.pk},
+        watch=[
+            Delivery.objects.filter(endpoint=endpoint),
+            DeliveryAttempt.objects.filter(delivery__endpoint=endpoint),
+        ],
+    )
+
+
 def _fx_rate(world: World) -> Built:
     rate = FxRate.objects.create(
         base_currency="AUD", quote_currency="USD", rate=Decimal("0.66"), valid_on=date(2026, 1, 1)
@@ -924,6 +974,13 @@ TENANT_RESOURCES: dict[str, Resource] = {
             for handler in ("get", "list")  # a plain view, or a viewset's list
         },
     ),
+    "webhook-endpoint": Resource(
+        owners=(CUSTOMER, PROVIDER),
+        build=_webhook_endpoint,
+        bodies={"partial_update": lambda b: {"description": "taken over", "enabled": False}},
+        no_reference={"create": "a new endpoint always belongs to the caller's organization"},
+    ),
+    "webhook-delivery": Resource(owners=(CUSTOMER, PROVIDER), build=_webhook_delivery),
 }
 
 PUBLIC_ROUTES: dict[str, Public] = {

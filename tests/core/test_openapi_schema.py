@@ -43,7 +43,28 @@ def test_the_schema_validates_and_lists_every_published_path(client: Client):
         "/api/v1/balances/{id}/",
         "/api/v1/ledger-entries/",
         "/api/v1/ledger-entries/{id}/",
+        "/api/v1/webhook-endpoints/",
+        "/api/v1/webhook-endpoints/{id}/",
+        "/api/v1/webhook-endpoints/{endpoint_pk}/deliveries/",
+        "/api/v1/webhook-endpoints/{endpoint_pk}/deliveries/{id}/redeliver/",
     ]:
         assert path in paths, sorted(paths)
     assert client.get("/api/schema/").status_code == 200
     assert client.get("/api/docs/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_schema_lists_every_webhook_event_type_with_its_signed_envelope():
+    from drf_spectacular.generators import SchemaGenerator
+
+    from core.event_types import EVENT_TYPES
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    assert set(schema["webhooks"]) == set(EVENT_TYPES)
+    for event_type, item in schema["webhooks"].items():
+        body = item["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body == {"$ref": "#/components/schemas/WebhookMessage"}, event_type
+        assert "webhook-signature" in item["post"]["description"]
+    envelope = schema["components"]["schemas"]["WebhookMessage"]
+    assert set(envelope["properties"]) == {"id", "type", "timestamp", "data"}
+    assert envelope["properties"]["type"]["enum"] == sorted(EVENT_TYPES)
