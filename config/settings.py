@@ -277,6 +277,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Choice sets that share a field name get stable names (not hashes such as Status342Enum),
+    # so a generated client keeps its class names from one release to the next.
+    "ENUM_NAME_OVERRIDES": {
+        "AcceptanceRunStatusEnum": "contracts.choices.AcceptanceRunStatus",
+        "OfferStatusEnum": "leasing.choices.OfferStatus",
+        "ContractEventKindEnum": "contracts.choices.EventKind",
+        "PartyEnum": "contracts.choices.Party",
+    },
     # pydantic input schemas use JSON Schema nulls, which OpenAPI 3.1 allows.
     "OAS_VERSION": "3.1.0",
     # `check --deploy` is about deployment settings; the schema is checked by its own test.

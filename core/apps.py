@@ -8,6 +8,8 @@ class CoreConfig(AppConfig):
     verbose_name = "Core"
 
     def ready(self) -> None:
+        # The OpenAPI extensions register themselves when their module is imported.
+        from core.api import schema  # noqa: F401
         from core.logging import connect_task_signals
 
         connect_task_signals()

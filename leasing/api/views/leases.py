@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
@@ -274,6 +274,11 @@ def _visible_lease(view: OrganizationScopedMixin) -> Lease:
     return lease
 
 
+# The lease of a nested route: its id, never null (the model's lease field may be).
+LEASE_PK = OpenApiParameter("lease_pk", int, OpenApiParameter.PATH, description="The lease's id.")
+
+
+@extend_schema(parameters=[LEASE_PK])
 class AcceptanceRunViewSet(
     OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[AcceptanceRun]
 ):
@@ -315,6 +320,7 @@ class AcceptanceRunViewSet(
         return Response(AcceptanceOutcomeSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(parameters=[LEASE_PK])
 class LeaseEventViewSet(
     OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[LeaseEvent]
 ):
