@@ -10,6 +10,7 @@ from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
 from billing.services.delivery import invoice_deliver
+from billing.services.ledger_runs import ledger_reconciliation_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.stripe import StripeUnavailable
@@ -54,3 +55,9 @@ def reconcile_usage() -> int:
     """Nightly: accepted usage against issued invoices; returns the reconciliation run's id."""
     run, _ = usage_reconciliation_run()
     return run.pk
+
+
+@shared_task(name="billing.reconcile_ledger")
+def reconcile_ledger() -> int:
+    """Nightly: the ledger against the documents; returns the `ledger` run's id."""
+    return ledger_reconciliation_run().pk

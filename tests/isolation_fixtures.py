@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import api_key_create
-from billing.models import Invoice, UsageEvent, UsageRollup
+from billing.models import Invoice, LedgerAccount, UsageEvent, UsageRollup
 from billing.services.documents import credit_note_issue
 from billing.services.ingest import usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh_batch
@@ -643,6 +643,27 @@ def _credit_note(world: World, _: str) -> Built:
     return Built(note, kwargs={"pk": note.pk}, watch=[Invoice.objects.filter(pk=note.invoice_id)])
 
 
+def _ledger_account(world: World, kind: str) -> LedgerAccount:
+    """Tenant A's main account of the invoice's posting: the customer's receivable, or the
+    provider's pending share."""
+    invoice = world.invoice()
+    account_kind = "customer_receivable" if kind == CUSTOMER else "provider_pending"
+    return LedgerAccount.objects.get(
+        organization=world.owner[kind], kind=account_kind, currency=invoice.currency
+    )
+
+
+def _balance(world: World, kind: str) -> Built:
+    account = _ledger_account(world, kind)
+    return Built(account, kwargs={"pk": account.pk})
+
+
+def _ledger_entry(world: World, kind: str) -> Built:
+    entry = _ledger_account(world, kind).entries.order_by("pk").first()
+    assert entry is not None
+    return Built(entry, kwargs={"pk": entry.pk})
+
+
 def _asset(world: World, _: str) -> Built:
     """The node with its months and payback, as the nightly job stores them."""
     node = world.node()
@@ -967,6 +988,9 @@ TENANT_RESOURCES: dict[str, Resource] = {
         queries={"preview": lambda b: [{"contract": b.refs["contract"]}]},
     ),
     "credit-note": Resource(owners=(PROVIDER, CUSTOMER), build=_credit_note),
+    # The ledger: each party reads the entries and balances of its own accounts only.
+    "balance": Resource(owners=(PROVIDER, CUSTOMER), build=_balance),
+    "ledger-entry": Resource(owners=(PROVIDER, CUSTOMER), build=_ledger_entry),
     "asset": Resource(owners=(PROVIDER,), build=_asset, economics=True, customer_reads=False),
     "capacity-signal": Resource(
         owners=(PROVIDER,),

@@ -18,6 +18,17 @@ from billing.models.invoices import (
     StripeCustomer,
     StripeEvent,
 )
+from billing.models.ledger import (
+    DEBIT_NORMAL_KINDS,
+    MARKETPLACE_KINDS,
+    NON_NEGATIVE_KINDS,
+    AccountKind,
+    LedgerAccount,
+    LedgerEntry,
+    LedgerTransaction,
+    Refund,
+    TransactionKind,
+)
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -27,9 +38,13 @@ from billing.models.usage import (
 )
 
 __all__ = [
+    "DEBIT_NORMAL_KINDS",
     "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
+    "MARKETPLACE_KINDS",
+    "NON_NEGATIVE_KINDS",
+    "AccountKind",
     "BillingRun",
     "BillingRunKind",
     "CreditNote",
@@ -39,10 +54,15 @@ __all__ = [
     "InvoiceEvent",
     "InvoiceLine",
     "InvoiceStatus",
+    "LedgerAccount",
+    "LedgerEntry",
+    "LedgerTransaction",
     "LineKind",
     "NumberSeries",
+    "Refund",
     "StripeCustomer",
     "StripeEvent",
+    "TransactionKind",
     "UsageBatch",
     "UsageEvent",
     "UsageRollup",
