@@ -1,6 +1,6 @@
 """Billing admin: usage data, run logs and Stripe records, and the read-only bases the billing
-admin modules share; invoices and credit notes are in admin_invoices, asset economics in
-admin_economics.
+admin modules share; invoices and credit notes are in admin_invoices, the ledger in admin_ledger,
+asset economics in admin_economics.
 
 Everything here is read-only: usage and rollups are derived data, invoice lines come from
 rating, and issued documents never change.
@@ -86,8 +86,9 @@ class UsageRollupRunAdmin(ReadOnlyAdmin):
     list_display = ["started_at", "finished_at", "since", "hours_refreshed"]
 
 
-# Invoices and credit notes: read-only documents and the actions on them (their own module).
-from billing import admin_invoices  # noqa: E402, F401
+# Invoices and credit notes: read-only documents and the actions on them (their own module);
+# the ledger: read-only accounts, transactions and entries.
+from billing import admin_invoices, admin_ledger  # noqa: E402, F401
 
 # ------------------------------------------------------------------ run logs and Stripe
 

@@ -1,10 +1,11 @@
 """Row locks of the billing app, each behind a name (the global order: docs/architecture.md).
 
 Within billing: the contract (contracts.locks.contract_lock) → the invoice → the document
-sequence. An invoice is locked FOR NO KEY UPDATE: its lines, credit notes, events and Stripe
-records only point at it and can be written meanwhile. Billing-run rows are locked on their own,
-in a short transaction before a run touches any contract, and SKIP LOCKED: a run only ever
-writes its own row (last, inside each invoice's transaction).
+sequence → ledger accounts (the balance trigger, or ledger_accounts_lock). An invoice is locked
+FOR NO KEY UPDATE: its lines, credit notes, events and Stripe records only point at it and can
+be written meanwhile. Billing-run rows are locked on their own, in a short transaction before a
+run touches any contract, and SKIP LOCKED: a run only ever writes its own row (last, inside
+each invoice's transaction).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from accounts.models import Organization
-from billing.models import BillingRun, BillingRunOutcome, DocumentSequence, Invoice
+from billing.models import BillingRun, BillingRunOutcome, DocumentSequence, Invoice, LedgerAccount
 
 
 def invoice_lock(invoice: Invoice | int) -> Invoice:
@@ -61,3 +62,17 @@ def abandoned_runs_lock(*, kind: str, invoice_id: int | None = None) -> list[Bil
     if invoice_id is not None:
         runs = runs.filter(summary__invoice_id=invoice_id)
     return list(runs.select_for_update(skip_locked=True).order_by("pk"))
+
+
+def ledger_accounts_lock(*accounts: LedgerAccount) -> dict[int, LedgerAccount]:
+    """Re-read ledger accounts (their trigger-kept balances) under their row locks, in pk order
+    (the order every posting's balance trigger takes them in); by pk.
+
+    Taken where a use case decides on a balance (a refund of a customer's credit) and then posts
+    to these accounts: other postings to them wait until it commits.
+    """
+    pks = sorted({account.pk for account in accounts})
+    return {
+        account.pk: account
+        for account in LedgerAccount.objects.select_for_update().filter(pk__in=pks).order_by("pk")
+    }

@@ -1,4 +1,6 @@
-"""Billing's business metrics for /metrics: usage ingestion, invoices, billing runs, SLA latency."""
+"""Billing's business metrics for /metrics: usage ingestion, invoices, billing runs, SLA latency,
+and the ledger's mismatches with the documents (read from the latest `ledger` billing run, which
+`manage.py ledger_reconcile` and the nightly `billing.reconcile_ledger` task write)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from django.db.models import Count, F, Func, IntegerField, Max, OuterRef, Q, Sub
 from django.db.models.functions import Coalesce
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from billing.models import BillingRun, BillingRunOutcome, Invoice, UsageBatch
+from billing.models import BillingRun, BillingRunKind, BillingRunOutcome, Invoice, UsageBatch
 from core.metrics import status_gauge, timestamp_seconds
 from leasing.models import SlaOffering
 
@@ -114,7 +116,10 @@ def _billing_run_metrics() -> list[Metric]:
             latest=latest_run_failures,
         )
     )
+    ledger_mismatches = 0
     for kind, count, failed_count, abandoned_count, running_count, finished_at, latest in by_kind:
+        if kind == BillingRunKind.LEDGER:
+            ledger_mismatches = latest or 0
         runs.add_metric([kind], float(count))
         failed.add_metric([kind], float(failed_count))
         abandoned.add_metric([kind], float(abandoned_count))
@@ -139,7 +144,13 @@ def _billing_run_metrics() -> list[Metric]:
         failures.add_metric([kind, stage, code], float(count))
         if kind == "delivery" and stage == "stripe":
             stripe.add_metric([code], float(count))
-    return [runs, failed, abandoned, running, last, latest_failures, failures, stripe]
+    ledger = GaugeMetricFamily(
+        "cardhour_ledger_mismatches",
+        "Differences between the ledger and the documents found by the latest ledger"
+        " reconciliation (0: they agree, or it never ran; see the _failures_total by code).",
+        value=float(ledger_mismatches),
+    )
+    return [runs, failed, abandoned, running, last, latest_failures, failures, stripe, ledger]
 
 
 def _ttft_metrics(now: datetime) -> list[Metric]:

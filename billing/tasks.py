@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
 from billing.services.delivery import invoice_deliver
+from billing.services.ledger_runs import ledger_reconciliation_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.runs import billing_runs_abandon_stale
@@ -65,3 +66,9 @@ def reconcile_usage() -> int:
 def abandon_stale_runs() -> list[int]:
     """Beat: mark cycle and delivery runs open past BILLING_RUN_TIMEOUT_MINUTES abandoned."""
     return billing_runs_abandon_stale()
+
+
+@shared_task(name="billing.reconcile_ledger")
+def reconcile_ledger() -> int:
+    """Nightly: the ledger against the documents; returns the `ledger` run's id."""
+    return ledger_reconciliation_run().pk

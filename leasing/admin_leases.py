@@ -55,6 +55,7 @@ class PreemptionInline(admin.TabularInline[PreemptionNotice, Lease]):
         "gpu_count",
         "preempted_by",
         "delivered_at",
+        "executed_at",
     )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

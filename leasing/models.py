@@ -298,6 +298,12 @@ class Lease(models.Model):
         help_text="What the customer said the lease runs, when it was created.",
     )
     ended_at = models.DateTimeField(null=True, blank=True)
+    gpus_ready_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its last GPUs are handed over, if it had to preempt interruptible "
+        "capacity (the notice's end); empty: at its start.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -305,6 +311,10 @@ class Lease(models.Model):
         ordering = ["-id"]
         constraints = [
             models.CheckConstraint(condition=Q(end__gt=F("start")), name="lease_window_order"),
+            models.CheckConstraint(
+                condition=Q(gpus_ready_at__isnull=True) | Q(gpus_ready_at__gte=F("start")),
+                name="lease_gpus_ready_after_start",
+            ),
             models.CheckConstraint(condition=Q(gpu_count__gt=0), name="lease_count_positive"),
             models.CheckConstraint(
                 condition=Q(price_per_gpu_hour__gte=0), name="lease_price_not_negative"
@@ -392,7 +402,11 @@ class Allocation(models.Model):
 
 
 class PreemptionNotice(models.Model):
-    """A record that an interruptible lease was cut short: the customer's notice (webhook-ready)."""
+    """A record that an interruptible lease was cut short: the customer's notice (webhook-ready).
+
+    Its allocations are cut when the notice is given; `executed_at` is set by the job that, once
+    the cut has passed, ends the lease (and its contract) or shrinks it to the GPUs it kept.
+    """
 
     lease = models.ForeignKey(Lease, on_delete=models.CASCADE, related_name="preemptions")
     preempted_by = models.ForeignKey(
@@ -401,11 +415,27 @@ class PreemptionNotice(models.Model):
     gpu_count = models.PositiveIntegerField()
     cut_at = models.DateTimeField()
     delivered_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the lease was ended or shrunk at the cut."
+    )
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
+        indexes = [
+            models.Index(
+                fields=["cut_at"],
+                condition=Q(executed_at__isnull=True),
+                name="preemption_notice_due_idx",
+            ),
+            models.Index(fields=["lease", "cut_at"], name="preemption_notice_lease_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(gpu_count__gt=0), name="preemption_notice_count_positive"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"preemption of lease {self.lease_id} at {self.cut_at}"

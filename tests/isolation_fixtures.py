@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import api_key_create
-from billing.models import Invoice, UsageEvent, UsageRollup
+from billing.models import Invoice, LedgerAccount, UsageEvent, UsageRollup
 from billing.services.documents import credit_note_issue
 from billing.services.ingest import usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh_batch
@@ -49,7 +49,16 @@ from inventory.services import (
     market_prices_record,
     outage_create,
 )
-from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote, SlaOffering
+from leasing.models import (
+    Allocation,
+    Hold,
+    Lease,
+    LeaseEvent,
+    Offer,
+    PreemptionNotice,
+    Quote,
+    SlaOffering,
+)
 from leasing.services.holds import hold_create
 from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
@@ -484,6 +493,34 @@ def _acceptance_claim(world: World, _: str) -> Built:
     )
 
 
+def _preemption_notice(world: World, _: str) -> Built:
+    """A notice on A's customer's interruptible lease, preempted by an on-demand lease of A's."""
+
+    def make() -> PreemptionNotice:
+        offer = make_offer(world.provider)
+        start = hour_from_now()
+        interruptible = lease_create(
+            customer=world.customer,
+            request=request_build(
+                offer=offer, gpu_count=8, start=start, hours=24, pricing_mode="interruptible"
+            ),
+            actor="tenant",
+        )
+        lease_create(
+            customer=world.customer,
+            request=request_build(offer=offer, gpu_count=2, start=start, hours=4),
+            actor="tenant",
+        )
+        return PreemptionNotice.objects.get(lease=interruptible)
+
+    notice = world.once("preemption_notice", make)
+    return Built(
+        notice,
+        kwargs={"pk": notice.pk},
+        watch=[PreemptionNotice.objects.filter(lease__customer=world.customer)],
+    )
+
+
 def _paused_offer(world: World, _: str) -> Built:
     """A paused offer: only its provider reads it (a published one is public browse)."""
     offer = world.paused_offer()
@@ -604,6 +641,27 @@ def _credit_note(world: World, _: str) -> Built:
         ),
     )
     return Built(note, kwargs={"pk": note.pk}, watch=[Invoice.objects.filter(pk=note.invoice_id)])
+
+
+def _ledger_account(world: World, kind: str) -> LedgerAccount:
+    """Tenant A's main account of the invoice's posting: the customer's receivable, or the
+    provider's pending share."""
+    invoice = world.invoice()
+    account_kind = "customer_receivable" if kind == CUSTOMER else "provider_pending"
+    return LedgerAccount.objects.get(
+        organization=world.owner[kind], kind=account_kind, currency=invoice.currency
+    )
+
+
+def _balance(world: World, kind: str) -> Built:
+    account = _ledger_account(world, kind)
+    return Built(account, kwargs={"pk": account.pk})
+
+
+def _ledger_entry(world: World, kind: str) -> Built:
+    entry = _ledger_account(world, kind).entries.order_by("pk").first()
+    assert entry is not None
+    return Built(entry, kwargs={"pk": entry.pk})
 
 
 def _asset(world: World, _: str) -> Built:
@@ -912,6 +970,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
     ),
     # A lease's history: its customer and the provider of its offer read it, nobody else.
     "lease-event": Resource(owners=(CUSTOMER, PROVIDER), build=_lease),
+    # Preemption notices: the preempted lease's customer and its offer's provider read them.
+    "preemption-notice": Resource(owners=(CUSTOMER, PROVIDER), build=_preemption_notice),
     "usage-event": Resource(
         owners=(PROVIDER,),
         build=_usage,
@@ -928,6 +988,9 @@ TENANT_RESOURCES: dict[str, Resource] = {
         queries={"preview": lambda b: [{"contract": b.refs["contract"]}]},
     ),
     "credit-note": Resource(owners=(PROVIDER, CUSTOMER), build=_credit_note),
+    # The ledger: each party reads the entries and balances of its own accounts only.
+    "balance": Resource(owners=(PROVIDER, CUSTOMER), build=_balance),
+    "ledger-entry": Resource(owners=(PROVIDER, CUSTOMER), build=_ledger_entry),
     "asset": Resource(owners=(PROVIDER,), build=_asset, economics=True, customer_reads=False),
     "capacity-signal": Resource(
         owners=(PROVIDER,),

@@ -1,10 +1,19 @@
-"""Filters of the billing API: invoices, credit notes and usage rollups."""
+"""Filters of the billing API: invoices, credit notes, usage rollups and the ledger."""
 
 from __future__ import annotations
 
 import django_filters
 
-from billing.models import CreditNote, Invoice, InvoiceStatus, UsageRollup
+from billing.models import (
+    AccountKind,
+    CreditNote,
+    Invoice,
+    InvoiceStatus,
+    LedgerAccount,
+    LedgerEntry,
+    TransactionKind,
+    UsageRollup,
+)
 from core.api.filters import IsoDateTimeFilter
 
 
@@ -54,3 +63,36 @@ class UsageRollupFilter(django_filters.FilterSet):
     class Meta:
         model = UsageRollup
         fields = ["contract"]
+
+
+class BalanceFilter(django_filters.FilterSet):
+    """Filter the caller's ledger accounts by kind and currency."""
+
+    kind = django_filters.MultipleChoiceFilter(choices=AccountKind.choices)
+    currency = django_filters.CharFilter(lookup_expr="iexact")
+
+    class Meta:
+        model = LedgerAccount
+        fields = ["kind", "currency"]
+
+
+class LedgerEntryFilter(django_filters.FilterSet):
+    """Filter entries by account, account kind, transaction kind, document and a window of
+    effective times ([start, end))."""
+
+    account = django_filters.NumberFilter(field_name="account_id")
+    kind = django_filters.MultipleChoiceFilter(
+        field_name="account__kind", choices=AccountKind.choices
+    )
+    transaction_kind = django_filters.MultipleChoiceFilter(
+        field_name="transaction__kind", choices=TransactionKind.choices
+    )
+    currency = django_filters.CharFilter(lookup_expr="iexact")
+    invoice = django_filters.NumberFilter(field_name="transaction__invoice_id")
+    credit_note = django_filters.NumberFilter(field_name="transaction__credit_note_id")
+    start = IsoDateTimeFilter(field_name="transaction__effective_at", lookup_expr="gte")
+    end = IsoDateTimeFilter(field_name="transaction__effective_at", lookup_expr="lt")
+
+    class Meta:
+        model = LedgerEntry
+        fields = ["account", "currency"]

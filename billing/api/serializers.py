@@ -1,5 +1,5 @@
 """Serializers of the billing API: invoices and credit notes, the running period's preview, usage
-batches and rollups, and the receipt Stripe's webhook gets.
+batches and rollups, the receipt Stripe's webhook gets, and the ledger's balances and entries.
 
 Output only, apart from the usage batch, which documents the body the ingest service validates
 with pydantic (billing.schemas). Stored amounts are answered at the currency's minor unit
@@ -18,6 +18,8 @@ from billing.models import (
     Invoice,
     InvoiceLine,
     InvoiceStatus,
+    LedgerAccount,
+    LedgerEntry,
     UsageRollup,
     UsageStatus,
 )
@@ -277,3 +279,78 @@ class WebhookReceiptSerializer(serializers.Serializer[Any]):
     received = serializers.BooleanField()
     event_id = serializers.CharField()
     replay = serializers.BooleanField(help_text="True if this event id had been received before.")
+
+
+# ---------------------------------------------------------------- ledger
+
+
+class BalanceSerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerAccount]):
+    """One ledger account and its balance: signed, a debit positive (see `normal_side`)."""
+
+    money_fields = ("balance",)
+
+    normal_side = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = LedgerAccount
+        fields = [
+            "id",
+            "organization",
+            "kind",
+            "subledger",
+            "currency",
+            "normal_side",
+            "balance",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEntry]):
+    """One entry on one of the caller's accounts, with the transaction and document behind it."""
+
+    money_fields = ("amount",)
+
+    account_kind = serializers.CharField(source="account.kind", read_only=True)
+    transaction_kind = serializers.CharField(source="transaction.kind", read_only=True)
+    effective_at = serializers.DateTimeField(source="transaction.effective_at", read_only=True)
+    posted_at = serializers.DateTimeField(source="transaction.posted_at", read_only=True)
+    explanation = serializers.CharField(source="transaction.explanation", read_only=True)
+    invoice = serializers.IntegerField(
+        source="transaction.invoice_id", read_only=True, allow_null=True
+    )
+    credit_note = serializers.IntegerField(
+        source="transaction.credit_note_id", read_only=True, allow_null=True
+    )
+    refund = serializers.IntegerField(
+        source="transaction.refund_id", read_only=True, allow_null=True
+    )
+    reverses = serializers.IntegerField(
+        source="transaction.reverses_id", read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = LedgerEntry
+        fields = [
+            "id",
+            "transaction",
+            "transaction_kind",
+            "effective_at",
+            "posted_at",
+            "account",
+            "account_kind",
+            "currency",
+            "amount",
+            "memo",
+            "invoice",
+            "invoice_line",
+            "credit_note",
+            "refund",
+            "reverses",
+            "explanation",
+        ]
+        read_only_fields = fields
+
+
+LEDGER_ENTRY_CSV_FIELDS = tuple(LedgerEntrySerializer.Meta.fields)
+BALANCE_CSV_FIELDS = tuple(BalanceSerializer.Meta.fields)

@@ -3,8 +3,10 @@
 from django.urls import path
 
 from billing.api.views import (
+    BalanceViewSet,
     CreditNoteViewSet,
     InvoiceViewSet,
+    LedgerEntryViewSet,
     StripeWebhookView,
     UsageEventViewSet,
     UsageRollupViewSet,
@@ -16,6 +18,8 @@ router.register("usage/events", UsageEventViewSet, basename="usage-event")
 router.register("usage/rollups", UsageRollupViewSet, basename="usage-rollup")
 router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
+router.register("balances", BalanceViewSet, basename="balance")
+router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
 
 urlpatterns = [
     *router.urls,

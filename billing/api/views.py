@@ -1,10 +1,11 @@
 """Views of the billing API: invoices and credit notes (PDFs, the running period's preview), usage
-batches and rollups, and Stripe's webhook.
+batches and rollups, Stripe's webhook, and the ledger's balances and entries.
 
 Customers see the invoices addressed to them once issued; providers see the invoices they issue,
 drafts included; operators see everything. Another tenant's invoice answers 404. Providers post
 usage batches; the parties of a contract read its hourly rollups. Stripe signs each webhook
-delivery instead of authenticating.
+delivery instead of authenticating. Balances and ledger entries are the caller's own accounts'
+(operators see every account, the marketplace's included); they download as CSV too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
@@ -27,11 +33,21 @@ from rest_framework.views import APIView
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
 from accounts.permissions import IsProvider
-from billing.api.filters import CreditNoteFilter, InvoiceFilter, UsageRollupFilter
+from billing.api.filters import (
+    BalanceFilter,
+    CreditNoteFilter,
+    InvoiceFilter,
+    LedgerEntryFilter,
+    UsageRollupFilter,
+)
 from billing.api.serializers import (
+    BALANCE_CSV_FIELDS,
+    LEDGER_ENTRY_CSV_FIELDS,
+    BalanceSerializer,
     BatchOutcomeSerializer,
     CreditNoteSerializer,
     InvoiceSerializer,
+    LedgerEntrySerializer,
     PreviewSerializer,
     UsageBatchInSerializer,
     UsageRollupSerializer,
@@ -43,6 +59,8 @@ from billing.models import (
     Invoice,
     InvoiceLine,
     InvoiceStatus,
+    LedgerAccount,
+    LedgerEntry,
     UsageRollup,
 )
 from billing.rating import RatedInvoice
@@ -56,6 +74,7 @@ from contracts.selectors import contracts_of
 from core.api.idempotency import idempotent
 from core.api.params import id_param
 from core.api.parsers import JSONParser
+from core.api.renderers import RENDERERS_WITH_CSV, CsvListMixin, responses_with_csv
 from core.errors import Conflict, ValidationFailed
 
 # 10,000 events of a few hundred bytes each, with room for long ids and whitespace.
@@ -196,6 +215,60 @@ class CreditNoteViewSet(
     filterset_class = CreditNoteFilter
     ordering_fields = ["issued_at", "id", "total"]
     ordering = ["-issued_at", "-id"]
+
+
+# ---------------------------------------------------------------- ledger
+
+
+@extend_schema_view(
+    list=extend_schema(
+        responses=responses_with_csv(BalanceSerializer(many=True), "One row an account.")
+    )
+)
+class BalanceViewSet(
+    OrganizationScopedMixin,
+    CsvListMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[LedgerAccount],
+):
+    """The caller's ledger accounts and their balances (signed: a debit positive)."""
+
+    queryset = LedgerAccount.objects.all()
+    serializer_class = BalanceSerializer
+    renderer_classes = RENDERERS_WITH_CSV
+    lookup_value_regex = r"\d+"
+    filterset_class = BalanceFilter
+    ordering_fields = ["id", "kind", "currency", "balance"]
+    ordering = ["id"]
+    csv_filename = "balances.csv"
+    csv_header = BALANCE_CSV_FIELDS
+
+
+@extend_schema_view(
+    list=extend_schema(
+        responses=responses_with_csv(LedgerEntrySerializer(many=True), "One row an entry.")
+    )
+)
+class LedgerEntryViewSet(
+    OrganizationScopedMixin,
+    CsvListMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[LedgerEntry],
+):
+    """Entries on the caller's ledger accounts, with the transaction and document behind each."""
+
+    queryset = LedgerEntry.objects.select_related("account", "transaction")
+    serializer_class = LedgerEntrySerializer
+    renderer_classes = RENDERERS_WITH_CSV
+    lookup_value_regex = r"\d+"
+    tenant_fields = ("account__organization",)
+    filterset_class = LedgerEntryFilter
+    ordering_fields = ["id", "amount"]
+    ordering = ["-id"]
+    csv_filename = "ledger-entries.csv"
+    csv_header = LEDGER_ENTRY_CSV_FIELDS
 
 
 # ---------------------------------------------------------------- usage

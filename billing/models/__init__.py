@@ -19,6 +19,17 @@ from billing.models.invoices import (
     StripeCustomer,
     StripeEvent,
 )
+from billing.models.ledger import (
+    DEBIT_NORMAL_KINDS,
+    MARKETPLACE_KINDS,
+    NON_NEGATIVE_KINDS,
+    AccountKind,
+    LedgerAccount,
+    LedgerEntry,
+    LedgerTransaction,
+    Refund,
+    TransactionKind,
+)
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -28,9 +39,13 @@ from billing.models.usage import (
 )
 
 __all__ = [
+    "DEBIT_NORMAL_KINDS",
     "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
     "ISSUED_STATUSES",
+    "MARKETPLACE_KINDS",
+    "NON_NEGATIVE_KINDS",
+    "AccountKind",
     "BillingRun",
     "BillingRunKind",
     "BillingRunOutcome",
@@ -41,10 +56,15 @@ __all__ = [
     "InvoiceEvent",
     "InvoiceLine",
     "InvoiceStatus",
+    "LedgerAccount",
+    "LedgerEntry",
+    "LedgerTransaction",
     "LineKind",
     "NumberSeries",
+    "Refund",
     "StripeCustomer",
     "StripeEvent",
+    "TransactionKind",
     "UsageBatch",
     "UsageEvent",
     "UsageRollup",

@@ -303,6 +303,7 @@ class BillingRunKind(models.TextChoices):
     CYCLE = "cycle", "Billing cycle"
     DELIVERY = "delivery", "Invoice delivery"
     RECONCILIATION = "reconciliation", "Usage reconciliation"
+    LEDGER = "ledger", "Ledger reconciliation"
 
 
 class BillingRunOutcome(models.TextChoices):

@@ -5,7 +5,8 @@ A finalized invoice never changes; corrections are credit notes (or void and rei
 come from DocumentSequence, locked inside the finalizing transaction, so a rolled-back
 finalization gives its number back and numbers stay gapless per issuer, series and year. Every
 status change goes through `invoice_transition` (the invoice lifecycle map) and writes one
-InvoiceEvent row in the same transaction.
+InvoiceEvent row in the same transaction, and each money event (issue, payment, void, credit
+note) posts to the ledger in that transaction too (billing.services.postings).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ from billing.models import (
     NumberSeries,
 )
 from billing.services.invoices import invoice_rate_draft
+from billing.services.postings import (
+    credit_note_post,
+    invoice_issued_post,
+    invoice_paid_post,
+    invoice_voided_post,
+)
 from contracts.locks import contract_lock
 from contracts.services import json_value
 from core.errors import Conflict, SemanticError, ValidationFailed
@@ -175,7 +182,7 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
     invoice.sequence_year = year
     invoice.issued_at = now
     invoice.due_at = now + timedelta(days=settings.BILLING_PAYMENT_TERMS_DAYS)
-    return invoice_transition(
+    invoice_transition(
         invoice=invoice,
         to_status=InvoiceStatus.FINALIZED,
         actor=actor,
@@ -187,6 +194,8 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
         update_fields=["sequence_number", "number", "sequence_year", "issued_at", "due_at"],
         inputs={"number": invoice.number, "total": invoice.total, "due_at": invoice.due_at},
     )
+    invoice_issued_post(invoice=invoice, actor=actor)
+    return invoice
 
 
 @transaction.atomic
@@ -195,9 +204,11 @@ def invoice_mark_paid(
 ) -> Invoice:
     """Record that an issued invoice was paid (Stripe's webhook, or an operator for a transfer)."""
     invoice = invoice_lock(invoice)
-    return invoice_transition(
+    invoice_transition(
         invoice=invoice, to_status=InvoiceStatus.PAID, actor=actor, reason=reason, at=at
     )
+    invoice_paid_post(invoice=invoice, actor=actor)
+    return invoice
 
 
 @transaction.atomic
@@ -232,7 +243,7 @@ def invoice_void(
     INVOICE_LIFECYCLE.guard(invoice.status, InvoiceStatus.VOID, label=str(invoice))
     invoice.voided_at = now
     invoice.void_reason = f"{reason.strip()} ({actor})"
-    return invoice_transition(
+    invoice_transition(
         invoice=invoice,
         to_status=InvoiceStatus.VOID,
         actor=actor,
@@ -240,6 +251,8 @@ def invoice_void(
         at=now,
         update_fields=["voided_at", "void_reason"],
     )
+    invoice_voided_post(invoice=invoice, actor=actor)
+    return invoice
 
 
 @transaction.atomic
@@ -329,6 +342,7 @@ def credit_note_issue(
     )
     invoice.credited_total += total
     invoice.save(update_fields=["credited_total", "updated_at"])
+    credit_note_post(note=note, actor=actor)
     emit_to(
         [invoice.customer_id, invoice.issuer_id],
         type="credit_note.issued",

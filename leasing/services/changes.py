@@ -23,6 +23,7 @@ from contracts.services import (
     contract_reject_at_acceptance,
     contract_replace_hardware,
     contract_request_exit,
+    contract_transition,
     event_record,
 )
 from core.errors import Conflict, SemanticError
@@ -146,7 +147,9 @@ def allocations_preempt(
     """
     cut: dict[int, int] = {}
     for allocation in allocations_lock(Allocation.objects.filter(pk__in=allocation_ids)):
-        lower = allocation.period.lower
+        lower, upper = allocation.period.lower, allocation.period.upper
+        if upper is not None and upper <= cut_at:
+            continue  # it ends by itself before the cut: nothing to cut, never lengthened
         if cut_at <= lower:
             allocation.released_at = now
             allocation.ended_reason = AllocationEnd.PREEMPTED
@@ -158,13 +161,15 @@ def allocations_preempt(
         if allocation.lease_id is not None:
             cut[allocation.lease_id] = cut.get(allocation.lease_id, 0) + 1
     for lease in Lease.objects.filter(pk__in=cut).select_related("contract").order_by("pk"):
+        # The payload reaches the preempted lease's customer (history, webhooks): it never names
+        # the preempting lease, which may be another customer's; the notice row keeps it.
         payload = {
             "event": "lease.preempted",
             "lease_id": lease.pk,
+            "notice_given_at": now.isoformat(),
             "contract": lease.contract.number,
             "gpu_count": cut[lease.pk],
             "cut_at": cut_at.isoformat(),
-            "preempted_by_lease_id": by.pk,
         }
         PreemptionNotice.objects.create(
             lease=lease, preempted_by=by, gpu_count=cut[lease.pk], cut_at=cut_at, payload=payload
@@ -172,7 +177,7 @@ def allocations_preempt(
         explanation = (
             f"{cut[lease.pk]} interruptible GPU(s) of this lease were preempted at "
             f"{cut_at:%Y-%m-%d %H:%M} UTC by an on-demand or reserved lease; "
-            "billing stops at the cut."
+            "billing stops at the cut, where the lease ends (or runs on the GPUs it keeps)."
         )
         event_record(
             lease.contract,
@@ -186,7 +191,7 @@ def allocations_preempt(
             lease,
             kind=LeaseEventKind.PREEMPTED,
             effective_at=cut_at,
-            explanation=explanation.replace("an on-demand or reserved lease", f"lease {by.pk}"),
+            explanation=explanation,
             actor=actor,
             inputs=payload,
         )
@@ -439,3 +444,85 @@ def _free_replacement(lease: Lease, *, model_id: int, start: datetime, end: date
         if gpu_ids:
             return Gpu.objects.select_related("node__gpu_model").get(pk=gpu_ids[0])
     return None
+
+
+# ---------------------------------------------------------------- carrying out preemptions
+
+
+PREEMPTION_ACTOR = "system:preemption"
+
+
+def preemptions_execute(*, now: datetime | None = None) -> int:
+    """End (or shrink) the leases whose preemption cut has passed; returns the notices carried out.
+
+    The allocations were cut when the notice was given; at the cut the lease follows them: with
+    no GPU running past the cut, it ends there (its end, its contract ended at the cut with
+    reason `preempted`, its status through the contract); otherwise it keeps the GPUs left and
+    its contract's committed GPUs follow. One transaction per lease; a rerun finds nothing to do.
+    """
+    now = now or timezone.now()
+    due = PreemptionNotice.objects.filter(executed_at__isnull=True, cut_at__lte=now)
+    executed = 0
+    for lease_id in sorted(set(due.values_list("lease_id", flat=True))):
+        with transaction.atomic():
+            lease = lease_lock(lease_id)
+            notices = list(due.filter(lease=lease).order_by("cut_at", "pk"))
+            if not notices:
+                continue  # another run carried them out meanwhile
+            cut_at = notices[-1].cut_at
+            live = _live_allocations_lock(lease)
+            if lease.status in LIVE_LEASE_STATUSES:
+                _lease_follow_cut(lease, live, cut_at=cut_at, notices=notices)
+            PreemptionNotice.objects.filter(pk__in=[n.pk for n in notices]).update(executed_at=now)
+            executed += len(notices)
+    return executed
+
+
+def _lease_follow_cut(
+    lease: Lease, live: list[Allocation], *, cut_at: datetime, notices: list[PreemptionNotice]
+) -> None:
+    """End a locked lease at the cut, or shrink it to the GPUs running past it."""
+    kept = sorted({a.gpu_id for a in live if a.period.upper is None or a.period.upper > cut_at})
+    inputs = {"cut_at": cut_at, "notice_ids": [n.pk for n in notices], "gpus_kept": len(kept)}
+    if not kept:
+        if cut_at > lease.start and cut_at < lease.end:
+            old_end = lease.end
+            lease.end = cut_at
+            lease.save(update_fields=["end", "updated_at"])
+            inputs["old_end"] = old_end
+        contract = lease.contract
+        if contract.status != ContractStatus.ENDED:
+            # Cut before it began, it never ran: it ends at its start, where billing would start.
+            lease.contract = contract_transition(
+                contract=contract,
+                to_status=ContractStatus.ENDED,
+                end_reason=EndReason.PREEMPTED,
+                at=max(cut_at, lease.start),
+                actor=PREEMPTION_ACTOR,
+                reason=(
+                    f"every GPU of lease {lease.pk} was preempted at {cut_at:%Y-%m-%d %H:%M} UTC"
+                ),
+            )
+        lease_sync_status(lease, actor=PREEMPTION_ACTOR)
+        return
+    if len(kept) >= lease.gpu_count:
+        return
+    old_count = lease.gpu_count
+    lease.gpu_count = len(kept)
+    lease.save(update_fields=["gpu_count", "updated_at"])
+    contract = lease.contract
+    if contract.status != ContractStatus.ENDED and contract.committed_gpus is not None:
+        lease.contract = contract_amend(
+            contract=contract, changes={"committed_gpus": len(kept)}, actor=PREEMPTION_ACTOR
+        )
+    lease_event_record(
+        lease,
+        kind=LeaseEventKind.SHRUNK,
+        effective_at=cut_at,
+        explanation=(
+            f"After the preemption at {cut_at:%Y-%m-%d %H:%M} UTC the lease runs on {len(kept)} "
+            f"GPU(s) instead of {old_count}; it keeps its end {lease.end:%Y-%m-%d %H:%M} UTC."
+        ),
+        actor=PREEMPTION_ACTOR,
+        inputs={**inputs, "old_gpu_count": old_count},
+    )

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import time_machine
 from django.core.management import call_command
+from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from billing.models import (
     Invoice,
     InvoiceLine,
     InvoiceStatus,
+    LedgerTransaction,
     LineKind,
     UsageBatch,
     UsageEvent,
@@ -37,6 +39,12 @@ pytestmark = pytest.mark.django_db
 def seed() -> str:
     out = io.StringIO()
     call_command("seed_demo", stdout=out)
+    return out.getvalue()
+
+
+def ledger_backfill_output() -> str:
+    out = io.StringIO()
+    call_command("ledger_backfill", stdout=out)
     return out.getvalue()
 
 
@@ -177,6 +185,17 @@ def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
         if isinstance(callback, partial) and callback.args[:1] == ("billing.deliver_invoice",)
     )
     assert queued == sorted(invoice.pk for invoice in every)
+
+    # Each issued invoice was posted to the ledger as it was issued, and the ledger reconciles.
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the balance check of commit time
+    assert sorted(
+        LedgerTransaction.objects.filter(kind="invoice_issued").values_list("invoice", flat=True)
+    ) == sorted(invoice.pk for invoice in every)
+    reconciled = io.StringIO()
+    call_command("ledger_reconcile", stdout=reconciled)  # exits 1 on any difference
+    assert "ledger = documents" in reconciled.getvalue()
+    assert "0 transaction(s) posted" in ledger_backfill_output()
 
     before = snapshot()
     again = seed()

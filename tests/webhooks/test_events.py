@@ -150,12 +150,12 @@ def test_a_preempted_lease_carries_its_notice(
     cheap = client.post(
         LEASES, window(offer, count=8, pricing_mode="interruptible"), format="json"
     ).json()
-    dear = client.post(LEASES, window(offer, count=2), format="json").json()
+    client.post(LEASES, window(offer, count=2), format="json").json()
     pump()
     for endpoint in (ours, theirs):
         [preempted] = of_type(heard(receiver, endpoint), "lease.preempted")
         assert preempted["lease_id"] == cheap["id"]
-        assert preempted["notice"]["preempted_by_lease_id"] == dear["id"]
+        assert "preempted_by_lease_id" not in preempted["notice"]  # maybe another customer's
         assert preempted["notice"]["gpu_count"] == 2
         assert "cut_at" in preempted["notice"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rest_framework import serializers
@@ -11,7 +12,7 @@ from contracts.models import AcceptanceRun
 from core.api.fields import DecimalString
 from core.api.serializers import StrictInputSerializer
 from leasing.choices import PricingMode, Workload
-from leasing.models import Allocation, Hold, Lease, LeaseEvent
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
 
 
 class AllocationSerializer(serializers.ModelSerializer[Allocation]):
@@ -114,6 +115,20 @@ class HoldSerializer(serializers.ModelSerializer[Hold]):
         read_only_fields = fields
 
 
+class PreemptionNoticeSerializer(serializers.ModelSerializer[PreemptionNotice]):
+    """A notice that some of a lease's interruptible GPUs are taken back at `cut_at`.
+
+    The lease that preempted it is another customer's and is not named."""
+
+    lease = serializers.IntegerField(source="lease_id", read_only=True)
+    notified_at = serializers.DateTimeField(source="created_at", read_only=True)
+
+    class Meta:
+        model = PreemptionNotice
+        fields = ["id", "lease", "gpu_count", "cut_at", "notified_at", "executed_at"]
+        read_only_fields = fields
+
+
 class LeaseSerializer(serializers.ModelSerializer[Lease]):
     """A lease, its contract and its GPUs."""
 
@@ -127,6 +142,16 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
     provider = serializers.CharField(source="offer.provider.slug", read_only=True)
     gpu_model = serializers.CharField(source="offer.gpu_model.slug", read_only=True)
     allocations = AllocationSerializer(many=True, read_only=True)
+    gpus_ready_at = serializers.SerializerMethodField(
+        help_text="When every GPU is handed over: the start, or the end of the notice given to "
+        "the interruptible leases this lease preempted."
+    )
+    preemption_notices = PreemptionNoticeSerializer(
+        source="preemptions",
+        many=True,
+        read_only=True,
+        help_text="Notices that this (interruptible) lease's GPUs are taken back, newest first.",
+    )
 
     class Meta:
         model = Lease
@@ -152,10 +177,15 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
             "workload",
             "billing_start",
             "ended_at",
+            "gpus_ready_at",
             "created_at",
             "allocations",
+            "preemption_notices",
         ]
         read_only_fields = fields
+
+    def get_gpus_ready_at(self, obj: Lease) -> datetime:
+        return obj.gpus_ready_at or obj.start
 
 
 class ExtendInputSerializer(serializers.Serializer[Any]):

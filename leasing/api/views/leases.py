@@ -27,7 +27,7 @@ from contracts.selectors import acceptance_runs_with_relations, acceptance_submi
 from core.api.idempotency import idempotent
 from core.errors import NotFound, ValidationFailed
 from inventory.models import Gpu
-from leasing.api.filters import AcceptanceRunFilter, LeaseEventFilter
+from leasing.api.filters import AcceptanceRunFilter, LeaseEventFilter, PreemptionNoticeFilter
 from leasing.api.serializers.leases import (
     AcceptanceDecisionInputSerializer,
     AcceptanceDisputeInputSerializer,
@@ -39,10 +39,11 @@ from leasing.api.serializers.leases import (
     LeaseExitInputSerializer,
     LeaseInputSerializer,
     LeaseSerializer,
+    PreemptionNoticeSerializer,
     ReplaceGpuInputSerializer,
 )
 from leasing.choices import PricingMode, Workload
-from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, PreemptionNotice, Quote
 from leasing.selectors import offers_visible
 from leasing.services.acceptance import (
     lease_acceptance_claim_confirm,
@@ -164,7 +165,7 @@ class LeaseViewSet(
 
     queryset = Lease.objects.select_related(
         "contract", "customer", "offer__provider", "offer__gpu_model"
-    ).prefetch_related(ALLOCATIONS)
+    ).prefetch_related(ALLOCATIONS, "preemptions")
     serializer_class = LeaseSerializer
     tenant_fields = ("customer", "offer__provider")
     ordering_fields = ["id", "start", "end", "created_at"]
@@ -338,6 +339,23 @@ class LeaseEventViewSet(
 
     def get_queryset(self) -> QuerySet[LeaseEvent]:
         return LeaseEvent.objects.filter(lease=_visible_lease(self))
+
+
+class PreemptionNoticeViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[PreemptionNotice],
+):
+    """GET /api/v1/preemption-notices/ — notices that interruptible GPUs of the caller's leases
+    are taken back (the customer's, and the provider's of the offer), newest first."""
+
+    queryset = PreemptionNotice.objects.all()
+    serializer_class = PreemptionNoticeSerializer
+    tenant_fields = ("lease__customer", "lease__offer__provider")
+    filterset_class = PreemptionNoticeFilter
+    ordering_fields = ["cut_at", "id"]
+    ordering = ["-id"]
 
 
 # ---------------------------------------------------------------- acceptance runs of contracts

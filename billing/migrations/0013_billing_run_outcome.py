@@ -37,7 +37,7 @@ def remove_schedule(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("billing", "0010_invoice_events"),
+        ("billing", "0012_refunds"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 

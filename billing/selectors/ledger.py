@@ -1,0 +1,209 @@
+"""Reads of the ledger: the reconciliation of the ledger with the documents.
+
+The reconciliation restates docs/ledger.md's postings a second time, from the documents alone
+(invoices, their lines, credit notes, refunds), without reading what
+`billing.services.postings` wrote:
+
+- every issued, paid or voided invoice, every credit note and every refund has its posting, and
+  no posting names an event its document did not have (each dedupe key is unique: at most once);
+- every transaction balances per currency, and each account's trigger-kept balance is the sum of
+  its entries;
+- each account's balance is what the documents say it is: receivable = issued totals -
+  credit-note totals - paid totals + refunds; outside prepayment = the draws; provider pending /
+  available = the provider's share less credits of unpaid / paid invoices; provider tax =
+  invoice tax - credit-note tax; cash = paid totals - refunds. Void invoices add nothing (issue
+  and reversal cancel); any other account kind has no document yet, so 0.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Q, Sum
+
+from billing.models import (
+    ISSUED_STATUSES,
+    AccountKind,
+    CreditNote,
+    Invoice,
+    InvoiceLine,
+    InvoiceStatus,
+    LedgerAccount,
+    LedgerEntry,
+    LedgerTransaction,
+    LineKind,
+    Refund,
+)
+
+PREPAID_LINE_KINDS = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
+ZERO = Decimal(0)
+
+# (organization id or None for the marketplace, currency, kind, subledger)
+AccountKey = tuple[int | None, str, str, str]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One way the ledger differs from the documents."""
+
+    code: str
+    subject: str
+    message: str
+
+
+def _expected_keys() -> dict[str, str]:
+    """Every dedupe key the documents call for, with what it posts."""
+    keys: dict[str, str] = {}
+    invoices = Invoice.objects.filter(
+        Q(status__in=ISSUED_STATUSES) | Q(status=InvoiceStatus.VOID)
+    ).values_list("pk", "number", "status")
+    for pk, number, status in invoices:
+        keys[f"invoice:{pk}:issued"] = f"the issue of invoice {number}"
+        if status == InvoiceStatus.PAID:
+            keys[f"invoice:{pk}:paid"] = f"the payment of invoice {number}"
+        if status == InvoiceStatus.VOID:
+            keys[f"invoice:{pk}:voided"] = f"the void of invoice {number}"
+    for pk, number in CreditNote.objects.values_list("pk", "number"):
+        keys[f"credit_note:{pk}:issued"] = f"credit note {number}"
+    for pk in Refund.objects.values_list("pk", flat=True):
+        keys[f"refund:{pk}:issued"] = f"refund {pk}"
+    return keys
+
+
+def _posting_mismatches() -> list[Mismatch]:
+    expected = _expected_keys()
+    posted = dict(LedgerTransaction.objects.values_list("dedupe_key", "kind"))
+    found = [
+        Mismatch("ledger_posting_missing", key, f"Nothing is posted for {what}.")
+        for key, what in sorted(expected.items())
+        if key not in posted
+    ]
+    found += [
+        Mismatch(
+            "ledger_posting_unexpected",
+            key,
+            f"A {kind} transaction is posted for an event its document does not have.",
+        )
+        for key, kind in sorted(posted.items())
+        if key not in expected
+    ]
+    return found
+
+
+def _arithmetic_mismatches() -> list[Mismatch]:
+    found = [
+        Mismatch(
+            "ledger_transaction_unbalanced",
+            f"transaction {row['transaction_id']}",
+            f"Its {row['currency']} entries sum to {row['total']}, not 0.",
+        )
+        for row in LedgerEntry.objects.order_by()
+        .values("transaction_id", "currency")
+        .annotate(total=Sum("amount"))
+        .exclude(total=0)
+        .order_by("transaction_id", "currency")
+    ]
+    drifted = (
+        LedgerAccount.objects.order_by("pk")
+        .annotate(entries_total=Sum("entries__amount"))
+        .values_list("pk", "balance", "entries_total")
+    )
+    found += [
+        Mismatch(
+            "ledger_balance_drift",
+            f"account {pk}",
+            f"Its balance says {balance}; its entries sum to {total or ZERO}.",
+        )
+        for pk, balance, total in drifted
+        if balance != (total or ZERO)
+    ]
+    return found
+
+
+def expected_balances() -> dict[AccountKey, Decimal]:
+    """Each account's balance (signed, debit positive) as the documents alone state it."""
+    expected: dict[AccountKey, Decimal] = defaultdict(Decimal)
+    lines = InvoiceLine.objects.order_by().values("invoice_id")
+    share = dict(
+        lines.exclude(kind__in=PREPAID_LINE_KINDS)
+        .annotate(total=Sum("amount"))
+        .values_list("invoice_id", "total")
+    )
+    prepaid = dict(
+        lines.filter(kind__in=PREPAID_LINE_KINDS)
+        .annotate(total=Sum("amount"))
+        .values_list("invoice_id", "total")
+    )
+    credits: dict[int, tuple[Decimal, Decimal, Decimal]] = {
+        row["invoice_id"]: (row["subtotal"], row["tax"], row["total"])
+        for row in CreditNote.objects.order_by()
+        .values("invoice_id")
+        .annotate(subtotal=Sum("subtotal"), tax=Sum("tax"), total=Sum("total"))
+    }
+    issued = Invoice.objects.filter(status__in=ISSUED_STATUSES).values_list(
+        "pk", "customer_id", "issuer_id", "currency", "status", "total", "tax"
+    )
+    for pk, customer, issuer, currency, status, total, tax in issued:
+        credited_subtotal, credited_tax, credited_total = credits.get(pk, (ZERO, ZERO, ZERO))
+        paid = status == InvoiceStatus.PAID
+        expected[(customer, currency, AccountKind.CUSTOMER_RECEIVABLE, "")] += (
+            total - credited_total - (total if paid else ZERO)
+        )
+        expected[(customer, currency, AccountKind.CUSTOMER_PREPAID_OUTSIDE, "")] -= prepaid.get(
+            pk, ZERO
+        )
+        provider_kind = AccountKind.PROVIDER_AVAILABLE if paid else AccountKind.PROVIDER_PENDING
+        expected[(issuer, currency, provider_kind, "")] -= share.get(pk, ZERO) - credited_subtotal
+        expected[(issuer, currency, AccountKind.PROVIDER_TAX, "")] -= tax - credited_tax
+        if paid:
+            expected[(None, currency, AccountKind.CASH, "")] += total
+    refunds = (
+        Refund.objects.order_by()
+        .values("customer_id", "currency")
+        .annotate(total=Sum("amount"))
+        .values_list("customer_id", "currency", "total")
+    )
+    for customer, currency, refunded in refunds:
+        expected[(customer, currency, AccountKind.CUSTOMER_RECEIVABLE, "")] += refunded
+        expected[(None, currency, AccountKind.CASH, "")] -= refunded
+    return expected
+
+
+def actual_balances() -> dict[AccountKey, Decimal]:
+    """Each account's balance as the sum of its entries."""
+    rows = (
+        LedgerAccount.objects.order_by()
+        .annotate(total=Sum("entries__amount"))
+        .values_list("organization_id", "currency", "kind", "subledger", "total")
+    )
+    return {
+        (organization, currency, kind, subledger): total or ZERO
+        for organization, currency, kind, subledger, total in rows
+    }
+
+
+def _balance_mismatches() -> list[Mismatch]:
+    expected = expected_balances()
+    actual = actual_balances()
+    found: list[Mismatch] = []
+    for key in sorted(set(expected) | set(actual), key=lambda k: (k[0] or 0, k[1], k[2], k[3])):
+        want, have = expected.get(key, ZERO), actual.get(key, ZERO)
+        if want != have:
+            organization, currency, kind, subledger = key
+            owner = "the marketplace" if organization is None else f"organization {organization}"
+            sub = f":{subledger}" if subledger else ""
+            found.append(
+                Mismatch(
+                    "ledger_balance_mismatch",
+                    f"{owner} {kind}{sub} {currency}",
+                    f"The documents say {want}; the ledger says {have} (difference {have - want}).",
+                )
+            )
+    return found
+
+
+def ledger_mismatches() -> list[Mismatch]:
+    """Everything in which the ledger differs from the documents (empty: they agree)."""
+    return [*_posting_mismatches(), *_arithmetic_mismatches(), *_balance_mismatches()]

@@ -1,0 +1,232 @@
+"""What each billing document posts to the ledger (docs/ledger.md, "Postings").
+
+Called inside the transaction that changes the document (finalization, payment, void, credit
+note), and by `ledger_backfill` for documents issued before the ledger existed. Each posting is
+keyed by its document and event, so calling it again posts nothing. Amounts are the documents'
+own rounded amounts; a posting never rounds.
+
+There is no commission yet: the provider's share of an invoice is every line but the
+prepayment draws and deposit returns (SLA credits, exit fees and true-ups included, each entry
+pointing at its line), and the tax is the provider's, collected on its behalf. Prepayment draws
+and deposit returns settle part of the invoice with money the contract says was paid outside
+Cardhour: they are debited to the customer's `customer_prepaid_outside` account.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db.models import Sum
+
+from billing.models import (
+    AccountKind,
+    CreditNote,
+    Invoice,
+    InvoiceLine,
+    LedgerTransaction,
+    LineKind,
+    TransactionKind,
+)
+from billing.services.ledger import Leg, ledger_account, ledger_post, ledger_reverse
+from core.errors import Conflict
+
+# Lines settled with money paid outside Cardhour, not the provider's revenue.
+PREPAID_LINE_KINDS = frozenset({LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN})
+
+
+def issued_key(invoice: Invoice | int) -> str:
+    return f"invoice:{invoice if isinstance(invoice, int) else invoice.pk}:issued"
+
+
+def paid_key(invoice: Invoice | int) -> str:
+    return f"invoice:{invoice if isinstance(invoice, int) else invoice.pk}:paid"
+
+
+def voided_key(invoice: Invoice | int) -> str:
+    return f"invoice:{invoice if isinstance(invoice, int) else invoice.pk}:voided"
+
+
+def credit_note_key(note: CreditNote | int) -> str:
+    return f"credit_note:{note if isinstance(note, int) else note.pk}:issued"
+
+
+def _lines(invoice: Invoice) -> list[InvoiceLine]:
+    return list(InvoiceLine.objects.filter(invoice=invoice).order_by("position"))
+
+
+def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
+    """Dr the customer's receivable (and its outside prepayment for draws); Cr the provider's
+    pending share line by line and its tax."""
+    if invoice.issued_at is None:
+        raise Conflict(f"Invoice {invoice} is not issued.", code="invoice_not_issued")
+    currency = invoice.currency
+    receivable = ledger_account(
+        organization=invoice.customer_id, currency=currency, kind=AccountKind.CUSTOMER_RECEIVABLE
+    )
+    pending = ledger_account(
+        organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_PENDING
+    )
+    legs = [Leg(receivable, invoice.total, f"amount due on {invoice.number}")]
+    for line in _lines(invoice):
+        if line.kind in PREPAID_LINE_KINDS:
+            prepaid = ledger_account(
+                organization=invoice.customer_id,
+                currency=currency,
+                kind=AccountKind.CUSTOMER_PREPAID_OUTSIDE,
+            )
+            legs.append(Leg(prepaid, -line.amount, line.description, line.pk))
+        else:
+            legs.append(Leg(pending, -line.amount, line.description, line.pk))
+    if invoice.tax:
+        tax = ledger_account(
+            organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_TAX
+        )
+        legs.append(Leg(tax, -invoice.tax, f"tax on {invoice.number}"))
+    posted, _ = ledger_post(
+        kind=TransactionKind.INVOICE_ISSUED,
+        dedupe_key=issued_key(invoice),
+        effective_at=invoice.issued_at,
+        explanation=(
+            f"Invoice {invoice.number} issued by organization {invoice.issuer_id} to "
+            f"{invoice.customer_id}: {invoice.total} {currency} due."
+        ),
+        actor=actor,
+        legs=legs,
+        inputs={"total": invoice.total, "subtotal": invoice.subtotal, "tax": invoice.tax},
+        invoice=invoice,
+    )
+    return posted
+
+
+def provider_share(invoice: Invoice) -> Decimal:
+    """The provider's share of an invoice before tax: every line but the outside-paid ones."""
+    share = (
+        InvoiceLine.objects.filter(invoice=invoice)
+        .exclude(kind__in=PREPAID_LINE_KINDS)
+        .aggregate(total=Sum("amount"))["total"]
+    )
+    return share or Decimal(0)
+
+
+def _credited_before_payment(invoice: Invoice) -> Decimal:
+    """The pre-tax amount of the invoice's credit notes already posted (before its payment)."""
+    credited = CreditNote.objects.filter(
+        invoice=invoice, ledger_postings__kind=TransactionKind.CREDIT_NOTE_ISSUED
+    ).aggregate(total=Sum("subtotal"))["total"]
+    return credited or Decimal(0)
+
+
+def invoice_paid_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
+    """Dr cash, Cr the receivable (the invoice's total, as charged); the provider's share, less
+    what credit notes already took back, moves from pending to available."""
+    if invoice.paid_at is None:
+        raise Conflict(f"Invoice {invoice} is not paid.", code="invoice_not_paid")
+    currency = invoice.currency
+    share = provider_share(invoice) - _credited_before_payment(invoice)
+    legs = [
+        Leg(
+            ledger_account(organization=None, currency=currency, kind=AccountKind.CASH),
+            invoice.total,
+            f"payment of {invoice.number}",
+        ),
+        Leg(
+            ledger_account(
+                organization=invoice.customer_id,
+                currency=currency,
+                kind=AccountKind.CUSTOMER_RECEIVABLE,
+            ),
+            -invoice.total,
+            f"payment of {invoice.number}",
+        ),
+        Leg(
+            ledger_account(
+                organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_PENDING
+            ),
+            share,
+            f"{invoice.number} collected",
+        ),
+        Leg(
+            ledger_account(
+                organization=invoice.issuer_id,
+                currency=currency,
+                kind=AccountKind.PROVIDER_AVAILABLE,
+            ),
+            -share,
+            f"{invoice.number} collected",
+        ),
+    ]
+    posted, _ = ledger_post(
+        kind=TransactionKind.INVOICE_PAID,
+        dedupe_key=paid_key(invoice),
+        effective_at=invoice.paid_at,
+        explanation=(
+            f"Invoice {invoice.number} paid: {invoice.total} {currency} received; "
+            f"{share} {currency} of the provider's share is now payable."
+        ),
+        actor=actor,
+        legs=legs,
+        inputs={"total": invoice.total, "provider_share": share},
+        invoice=invoice,
+    )
+    return posted
+
+
+def invoice_voided_post(*, invoice: Invoice, actor: str) -> LedgerTransaction | None:
+    """Reverse the invoice's issue posting (None when it was never posted: nothing to undo)."""
+    if invoice.voided_at is None:
+        raise Conflict(f"Invoice {invoice} is not void.", code="invoice_not_void")
+    original = LedgerTransaction.objects.filter(dedupe_key=issued_key(invoice)).first()
+    if original is None:
+        return None
+    posted, _ = ledger_reverse(
+        original=original,
+        kind=TransactionKind.INVOICE_VOIDED,
+        dedupe_key=voided_key(invoice),
+        effective_at=invoice.voided_at,
+        explanation=f"Invoice {invoice.number} voided: its issue posting is reversed.",
+        actor=actor,
+        invoice=invoice,
+    )
+    return posted
+
+
+def credit_note_post(*, note: CreditNote, actor: str) -> LedgerTransaction:
+    """The mirror of what it credits: Cr the receivable its total; Dr the provider's share
+    (pending, or available once the invoice was paid) line by line, and the tax."""
+    currency = note.currency
+    invoice_paid = LedgerTransaction.objects.filter(dedupe_key=paid_key(note.invoice_id)).exists()
+    share_kind = AccountKind.PROVIDER_AVAILABLE if invoice_paid else AccountKind.PROVIDER_PENDING
+    share = ledger_account(organization=note.issuer_id, currency=currency, kind=share_kind)
+    legs = [
+        Leg(
+            ledger_account(
+                organization=note.customer_id,
+                currency=currency,
+                kind=AccountKind.CUSTOMER_RECEIVABLE,
+            ),
+            -note.total,
+            f"credit note {note.number}",
+        )
+    ]
+    for line in note.lines.all().order_by("pk"):
+        legs.append(Leg(share, line.amount, line.description, line.invoice_line_id))
+    if note.tax:
+        tax = ledger_account(
+            organization=note.issuer_id, currency=currency, kind=AccountKind.PROVIDER_TAX
+        )
+        legs.append(Leg(tax, note.tax, f"tax on credit note {note.number}"))
+    posted, _ = ledger_post(
+        kind=TransactionKind.CREDIT_NOTE_ISSUED,
+        dedupe_key=credit_note_key(note),
+        effective_at=note.issued_at,
+        explanation=(
+            f"Credit note {note.number} on invoice {note.invoice_id}: {note.total} {currency} "
+            f"less owed ({note.reason})."
+        ),
+        actor=actor,
+        legs=legs,
+        inputs={"total": note.total, "subtotal": note.subtotal, "tax": note.tax},
+        invoice=note.invoice,
+        credit_note=note,
+    )
+    return posted
