@@ -130,6 +130,9 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # leases are made through holds, quotes or offers (the API)
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a lease ends through leasing.services, its history stays
+
     @admin.display(description="Acceptance runs")
     def acceptance_runs(self, lease: Lease) -> str:
         runs = AcceptanceRun.objects.filter(contract_id=lease.contract_id).order_by("ran_at")
@@ -154,6 +157,9 @@ class HoldAdmin(admin.ModelAdmin[Hold]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a hold is released or expires through leasing.services
+
 
 @admin.register(Allocation)
 class AllocationAdmin(admin.ModelAdmin[Allocation]):
@@ -175,6 +181,9 @@ class AllocationAdmin(admin.ModelAdmin[Allocation]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # allocations are placed and released by leasing.services
 
     def get_urls(self) -> list[URLPattern]:
         calendar = path(

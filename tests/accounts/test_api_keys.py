@@ -247,6 +247,29 @@ def test_keys_record_the_key_that_created_them_in_the_api_and_the_admin(customer
     assert str(parent.api_key) in client.get("/admin/accounts/apikey/").content.decode()
 
 
+def test_the_admin_cannot_let_a_child_key_outlive_its_parent(customer, client):
+    expiry = timezone.now() + timedelta(days=7)
+    parent = api_key_create(
+        organization=customer, name="deploy", scope=KeyScope.WRITE, expires_at=expiry
+    )
+    child = api_key_create(
+        organization=customer,
+        name="ci",
+        scope=KeyScope.READ,
+        expires_at=expiry,
+        created_by_key=parent.api_key,
+    ).api_key
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.test", "pw"))
+    later = expiry + timedelta(days=30)
+    data = {"name": "ci renamed", "expires_at_0": later.date().isoformat(), "expires_at_1": "00:00"}
+    response = client.post(f"/admin/accounts/apikey/{child.pk}/change/", data)
+    assert response.status_code == 200  # the form again, with the service's refusal
+    messages = [str(message) for message in response.context["messages"]]
+    assert any("(key_outlives_parent)" in message for message in messages)
+    child.refresh_from_db()
+    assert (child.name, child.expires_at) == ("ci", expiry)  # nothing half-written
+
+
 def test_a_session_member_creates_keys_as_their_role_allows(customer, client):
     user = UserFactory()
     membership_set(user=user, organization=customer, role=Role.MEMBER)
