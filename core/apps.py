@@ -8,6 +8,6 @@ class CoreConfig(AppConfig):
     verbose_name = "Core"
 
     def ready(self) -> None:
-        from core.logging import connect_task_signals
+        from core.logging import connect_task_signals  # noqa: PLC0415 (Django's ready() hook)
 
         connect_task_signals()

@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -175,8 +176,6 @@ def test_the_create_api_key_command_prints_a_working_key(customer, capsys):
 
 
 def test_the_create_api_key_command_rejects_an_unknown_org():
-    from django.core.management.base import CommandError
-
     with pytest.raises(CommandError, match="No organization"):
         call_command("create_api_key", "--org", "nope")
 

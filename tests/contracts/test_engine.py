@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import date, datetime
 from decimal import Decimal
@@ -813,8 +814,6 @@ class TestPrepayment:
 
 
 def test_decision_inputs_are_json_safe() -> None:
-    import json
-
     quote = termination_quote(
         make_terms(EXIT), exit=TestTermination.request, today=date(2026, 10, 1)
     )

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.validation import validate_schema
 
 
 @pytest.mark.django_db
 def test_the_schema_validates_and_lists_every_published_path(client: Client):
-    from drf_spectacular.generators import SchemaGenerator
-    from drf_spectacular.validation import validate_schema
-
     schema = SchemaGenerator().get_schema(request=None, public=True)
     validate_schema(schema)  # raises on an invalid schema
     paths = set(schema["paths"])

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from inventory.models import Outage
 from tests.clock import iso
+from tests.inventory.factories import make_node
 
 pytestmark = pytest.mark.django_db
 
@@ -114,8 +115,6 @@ def test_bad_outage_input_is_400(provider, node, client_for, overrides, code, fi
 
 
 def test_a_gpu_of_another_node_is_refused(provider, site, node, client_for):
-    from tests.inventory.factories import make_node
-
     second = make_node(site, hostname="gpu-02")
     body = {
         "node": node.pk,
