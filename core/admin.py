@@ -77,6 +77,9 @@ class ServiceAdminMixin(admin.ModelAdmin[_ModelT]):
     Put it first among the bases (`ServiceAdminMixin[Offer], SimpleHistoryAdmin`).
     """
 
+    # True when save_model's service sets the many-to-many fields (an offer's pool of nodes).
+    service_saves_many_to_many = False
+
     # ------------------------------------------------------------------ add / change
 
     def changeform_view(
@@ -112,6 +115,14 @@ class ServiceAdminMixin(admin.ModelAdmin[_ModelT]):
 
         ServiceErrorForm.__name__ = form_class.__name__
         return ServiceErrorForm
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """The inlines; many-to-many fields only when the service did not set them."""
+        if not self.service_saves_many_to_many:
+            super().save_related(request, form, formsets, change)
+            return
+        for formset in formsets:
+            self.save_formset(request, form, formset, change)
 
     # ------------------------------------------------------------------ delete
 

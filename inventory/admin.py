@@ -23,7 +23,6 @@ from simple_history.admin import SimpleHistoryAdmin
 from core.admin import ServiceAdminMixin, add_field_errors, add_service_error
 from core.errors import ApplicationError
 from inventory import selectors, services
-from inventory.choices import PriceTerm
 from inventory.models import Gpu, GpuModel, MarketPrice, Node, Outage, Site
 from inventory.rules import hostname_errors, node_errors, site_errors
 from inventory.schemas import (
@@ -32,6 +31,7 @@ from inventory.schemas import (
     NodeInput,
     OutageInput,
     SiteInput,
+    parse,
 )
 from inventory.services.nodes import status_transition_error
 
@@ -111,15 +111,7 @@ class GpuModelAdmin(admin.ModelAdmin[GpuModel]):
         return TemplateResponse(request, "admin/inventory/gpumodel/market_series.html", context)
 
 
-_OBSERVATION_FIELDS = [
-    "gpu_model",
-    "observed_on",
-    "term",
-    "price_per_gpu_hour",
-    "currency",
-    "source",
-    "sample_size",
-]
+_OBSERVATION_FIELDS = list(MarketPriceObservation.model_fields)
 
 
 class MarketPriceForm(forms.ModelForm[MarketPrice]):
@@ -137,10 +129,15 @@ class MarketPriceForm(forms.ModelForm[MarketPrice]):
             # identity fields are read-only on change: the stored ones are checked
             data = {**_stored(self.instance), **data}
         if _has(data, ["gpu_model", "observed_on", "term", "price_per_gpu_hour", "currency"]):
+            try:
+                observation = _observation(data)
+            except ApplicationError as error:  # the batch's shape errors
+                add_service_error(self, error)
+                return data
             add_field_errors(
                 self,
                 services.market_price_errors(
-                    observation=_observation(data), recorded_by=self.instance.recorded_by
+                    observation=observation, recorded_by=self.instance.recorded_by
                 ),
             )
         return data
@@ -152,16 +149,9 @@ def _stored(price: MarketPrice) -> dict[str, Any]:
 
 
 def _observation(data: dict[str, Any]) -> MarketPriceObservation:
-    """The observation the admin records, as the API batch would send it."""
-    return MarketPriceObservation(
-        gpu_model=data["gpu_model"].slug,
-        observed_on=data["observed_on"],
-        term=PriceTerm(data["term"]),
-        price_per_gpu_hour=data["price_per_gpu_hour"],
-        currency=data["currency"],
-        source=data.get("source") or "",
-        sample_size=data.get("sample_size"),
-    )
+    """The observation the admin records, read as the API batch reads one."""
+    fields = {name: data.get(name) for name in _OBSERVATION_FIELDS}
+    return parse(MarketPriceObservation, {**fields, "gpu_model": data["gpu_model"].slug})
 
 
 @admin.register(MarketPrice)
@@ -382,22 +372,19 @@ class OutageForm(forms.ModelForm[Outage]):
         if node is None or not _has(data, ["start", "kind", "cause"]):
             return data
         try:
-            services.outage_check(node=node, fields=_outage_input(data), exclude=self.instance.pk)
+            fields = _outage_input(data)
+            services.outage_check(node=node, fields=fields, exclude=self.instance.pk)
         except ApplicationError as error:
             add_service_error(self, error)
         return data
 
 
 def _outage_input(data: dict[str, Any]) -> OutageInput:
-    """The outage's fields as the API takes them."""
+    """The outage's fields, read as the API reads them."""
     gpu = data.get("gpu")
-    return OutageInput(
-        gpu=gpu.pk if gpu else None,
-        start=data["start"],
-        end=data.get("end"),
-        kind=data["kind"],
-        cause=data["cause"],
-        note=data.get("note") or "",
+    fields = {name: data.get(name) for name in OutageInput.model_fields}
+    return parse(
+        OutageInput, {**fields, "gpu": gpu.pk if gpu else None, "note": data.get("note") or ""}
     )
 
 

@@ -110,6 +110,7 @@ class OfferAdmin(ServiceAdminMixin[Offer], SimpleHistoryAdmin):
     readonly_fields = ["created_at", "updated_at"]
     date_hierarchy = "available_from"
     actions = ["publish", "pause"]
+    service_saves_many_to_many = True  # the nodes
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # An offer stays with its provider; another provider's offer is a new offer.
@@ -133,11 +134,6 @@ class OfferAdmin(ServiceAdminMixin[Offer], SimpleHistoryAdmin):
             nodes=[node.pk for node in data["nodes"]],
             **terms,
         ).pk
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        """The pool (nodes) was set by the service; no many-to-many saved by the form."""
-        for formset in formsets:
-            self.save_formset(request, form, formset, change)
 
     def delete_model(self, request: HttpRequest, obj: Offer) -> None:
         offer_delete(offer=obj)
@@ -234,6 +230,7 @@ class SlaOfferingAdmin(ServiceAdminMixin[SlaOffering], SimpleHistoryAdmin):
     readonly_fields = ["created_at", "updated_at"]
     inlines = [SlaSubscriptionInline]
     actions = ["publish", "pause"]
+    service_saves_many_to_many = True  # the nodes
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [*self.readonly_fields, *(["provider"] if obj is not None else [])]
@@ -247,11 +244,6 @@ class SlaOfferingAdmin(ServiceAdminMixin[SlaOffering], SimpleHistoryAdmin):
         obj.pk = sla_offering_create(
             provider=data["provider"], nodes=[node.pk for node in data["nodes"]], **fields
         ).pk
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        """The nodes were set by the service; the subscriptions inline is read-only."""
-        for formset in formsets:
-            self.save_formset(request, form, formset, change)
 
     def delete_model(self, request: HttpRequest, obj: SlaOffering) -> None:
         sla_offering_delete(offering=obj)

@@ -21,8 +21,8 @@ def _inputs(values: Mapping[str, Any] | None) -> dict[str, Any]:
     return {key: json_value(value) for key, value in (values or {}).items()}
 
 
-def lease_event_record(
-    lease: Lease,
+def history_event_record(
+    subject: Lease | Hold,
     *,
     kind: str,
     effective_at: datetime,
@@ -32,9 +32,10 @@ def lease_event_record(
     from_status: str = "",
     to_status: str = "",
 ) -> LeaseEvent:
-    """Write one row of a lease's history."""
+    """Write one row of a lease's or a hold's history (exactly one of them, as the table holds)."""
+    owner = {"lease": subject} if isinstance(subject, Lease) else {"hold": subject}
     return LeaseEvent.objects.create(
-        lease=lease,
+        **owner,
         kind=kind,
         effective_at=effective_at,
         explanation=explanation,
@@ -45,28 +46,9 @@ def lease_event_record(
     )
 
 
-def hold_event_record(
-    hold: Hold,
-    *,
-    kind: str,
-    effective_at: datetime,
-    explanation: str,
-    actor: str,
-    inputs: Mapping[str, Any] | None = None,
-    from_status: str = "",
-    to_status: str = "",
-) -> LeaseEvent:
-    """Write one row of a hold's history."""
-    return LeaseEvent.objects.create(
-        hold=hold,
-        kind=kind,
-        effective_at=effective_at,
-        explanation=explanation,
-        actor=actor,
-        inputs=_inputs(inputs),
-        from_status=from_status,
-        to_status=to_status,
-    )
+# The names the use cases call: one writer for both.
+lease_event_record = history_event_record
+hold_event_record = history_event_record
 
 
 def _status_sentence(change: StatusChange) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -110,29 +111,28 @@ def test_an_admin_overlapping_outage_is_refused(admin_client, node):
     assert Outage.objects.count() == 1
 
 
-def test_an_admin_market_price_is_recorded_through_the_service(admin_client):
-    data = {
+def _market_price_form(**overrides: str) -> dict[str, Any]:
+    """The market price add form as the admin posts it."""
+    return {
         "gpu_model": GpuModel.objects.get(slug="b200").pk,
         "observed_on": "2025-06-01",
         "term": "on_demand",
         "price_per_gpu_hour": "5.5",
         "currency": "usd",
         "source": "ops desk",
+        **overrides,
     }
+
+
+def test_an_admin_market_price_is_recorded_through_the_service(admin_client):
+    data = _market_price_form()
     response = admin_client.post(reverse("admin:inventory_marketprice_add"), data)
     assert response.status_code == 302
     assert MarketPrice.objects.get().currency == "USD"
 
 
 def test_an_admin_market_price_is_checked_with_the_batch_rules(admin_client):
-    data = {
-        "gpu_model": GpuModel.objects.get(slug="b200").pk,
-        "observed_on": "2999-01-01",
-        "term": "on_demand",
-        "price_per_gpu_hour": "0",
-        "currency": "USD",
-        "source": "ops desk",
-    }
+    data = _market_price_form(observed_on="2999-01-01", price_per_gpu_hour="0")
     response = admin_client.post(reverse("admin:inventory_marketprice_add"), data)
     assert response.status_code == 200
     content = response.content.decode()
