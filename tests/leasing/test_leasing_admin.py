@@ -60,6 +60,9 @@ def test_the_lease_page_lists_allocations_and_acceptance(
     assert page.status_code == 200
     assert "Acceptance runs" in page.content.decode()
     assert admin_client.get("/admin/leasing/allocation/").status_code == 200
+    # Read-only: a lease changes through the services, never by saving its admin page.
+    assert admin_client.post(f"/admin/leasing/lease/{lease['id']}/change/", {}).status_code == 403
+    assert admin_client.post(f"/admin/leasing/lease/{lease['id']}/delete/", {}).status_code == 403
 
 
 OFFERS = "/admin/leasing/offer/"
