@@ -15,6 +15,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from core.event_types import EVENT_TYPES, schema_name
+
 # Lets admin.ModelAdmin[Model] and friends be subscripted at run time (for mypy).
 django_stubs_ext.monkeypatch()
 
@@ -71,6 +73,7 @@ INSTALLED_APPS = [
     "leasing",
     "billing",
     "economics",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -274,6 +277,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Choice sets that share a field name get stable names (not hashes such as Status342Enum),
+    # so a generated client keeps its class names from one release to the next.
+    "ENUM_NAME_OVERRIDES": {
+        "AcceptanceRunStatusEnum": "contracts.choices.AcceptanceRunStatus",
+        "OfferStatusEnum": "leasing.choices.OfferStatus",
+        "ContractEventKindEnum": "contracts.choices.EventKind",
+        "PartyEnum": "contracts.choices.Party",
+    },
     # pydantic input schemas use JSON Schema nulls, which OpenAPI 3.1 allows.
     "OAS_VERSION": "3.1.0",
     # `check --deploy` is about deployment settings; the schema is checked by its own test.
@@ -283,6 +294,8 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.add_error_responses",
     ],
+    # The webhook event catalogue (core.event_types), one OpenApiWebhook per type.
+    "WEBHOOKS": [f"webhooks.api.schema.{schema_name(event_type)}" for event_type in EVENT_TYPES],
 }
 
 # --- Celery: CELERY_BROKER_URL (Redis or RabbitMQ), or the filesystem transport (no server) ---
@@ -318,6 +331,7 @@ CELERY_TASK_ROUTES = {
     "economics.*": {"queue": "billing"},
     "inventory.fix_indices": {"queue": "default"},
     "leasing.resolve_acceptance_claims": {"queue": "default"},
+    "webhooks.*": {"queue": "default"},
     "*": {"queue": "default"},
 }
 CELERY_TASK_QUEUES = [Queue(name) for name in ("default", "ingest", "billing")]
@@ -359,6 +373,25 @@ ECONOMICS_PLAN_SCALING_UTILIZATION_PCT = env.int(
     "ECONOMICS_PLAN_SCALING_UTILIZATION_PCT", default=70
 )
 ECONOMICS_ACT_NOW_UTILIZATION_PCT = env.int("ECONOMICS_ACT_NOW_UTILIZATION_PCT", default=90)
+
+# --- webhooks (docs/webhooks.md): delays after each failed attempt (the default spans about 28
+# hours over 8 attempts), then the delivery fails; an endpoint is disabled (and its owner
+# e-mailed) after this many failed attempts in a row; the time a claimed attempt may take before
+# another worker takes it over; HTTP timeout. WEBHOOKS_ALLOW_LOOPBACK (tests and laptops only)
+# lets endpoints be http:// on loopback; WEBHOOKS_OWN_HOSTS adds names of this service that
+# endpoints may not point at (ALLOWED_HOSTS always count). ---
+WEBHOOKS_RETRY_SCHEDULE_SECONDS = env.list(
+    "WEBHOOKS_RETRY_SCHEDULE_SECONDS",
+    cast=int,
+    default=[5, 300, 1800, 7200, 18000, 36000, 36000],
+)
+WEBHOOKS_DISABLE_AFTER_FAILURES = env.int("WEBHOOKS_DISABLE_AFTER_FAILURES", default=50)
+WEBHOOKS_CLAIM_SECONDS = env.int("WEBHOOKS_CLAIM_SECONDS", default=300)
+WEBHOOKS_TIMEOUT_SECONDS = env.float("WEBHOOKS_TIMEOUT_SECONDS", default=10.0)
+WEBHOOKS_ALLOW_LOOPBACK = env.bool("WEBHOOKS_ALLOW_LOOPBACK", default=False)
+if PRODUCTION and WEBHOOKS_ALLOW_LOOPBACK:
+    raise ImproperlyConfigured("WEBHOOKS_ALLOW_LOOPBACK must not be set in production.")
+WEBHOOKS_OWN_HOSTS = env.list("WEBHOOKS_OWN_HOSTS", default=[])
 
 # --- request bodies: JSON bodies of the API are refused past this size (usage batches and the
 # node import have their own limits) or nested deeper than JSON_MAX_DEPTH arrays/objects ---

@@ -15,6 +15,7 @@ API_MODULES = [
     "leasing.api.urls",
     "billing.api.urls",
     "economics.api.urls",
+    "webhooks.api.urls",
 ]
 
 urlpatterns = [

@@ -43,6 +43,7 @@ class EndReason(models.TextChoices):
     TERMINATED = "terminated", "Terminated"
     EXITED = "exited", "Exited early under its exit terms"
     REJECTED_AT_ACCEPTANCE = "rejected_at_acceptance", "Rejected at acceptance"
+    PREEMPTED = "preempted", "Its interruptible GPUs were all preempted"
 
 
 class Party(models.TextChoices):

@@ -124,7 +124,9 @@ def acceptance_runs_with_relations() -> QuerySet[AcceptanceRun]:
     )
 
 
-RATE_EVENT_KINDS = (EventKind.PRICE_STEP, EventKind.HARDWARE_REPLACEMENT_RATE)
+# The contract's rate schedule: its base rate, then price steps. A hardware replacement prices
+# only the swapped GPU (its allocation's own rate), never the contract.
+RATE_EVENT_KINDS = (EventKind.PRICE_STEP,)
 
 
 def applied_price_steps(contract: Contract) -> list[engine.AppliedStep]:
@@ -136,7 +138,8 @@ def applied_price_steps(contract: Contract) -> list[engine.AppliedStep]:
 
 
 def current_rate(contract: Contract, *, at: datetime) -> Decimal | None:
-    """The GPU-hour rate in force at `at`: the latest recorded change on or before it, else base."""
+    """The contract's GPU-hour rate in force at `at`: the latest price step on or before it, else
+    the base rate. GPUs swapped for another model may carry their own rate (Allocation)."""
     latest = (
         ContractEvent.objects.filter(
             contract=contract, kind__in=RATE_EVENT_KINDS, rate__isnull=False, effective_at__lte=at

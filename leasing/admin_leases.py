@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
@@ -33,7 +34,12 @@ class AllocationInline(admin.TabularInline[Allocation, Lease]):
         "released_at",
         "ended_reason",
         "replaces",
+        "rate_per_gpu_hour",
+        "swap_event",
     )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Allocation]:
+        return super().get_queryset(request).select_related("gpu__node", "swap_event__contract")
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -49,6 +55,7 @@ class PreemptionInline(admin.TabularInline[PreemptionNotice, Lease]):
         "gpu_count",
         "preempted_by",
         "delivered_at",
+        "executed_at",
     )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -85,6 +85,7 @@ class LeaseEventKind(models.TextChoices):
     EXIT_REQUESTED = "exit_requested", "Exit requested"
     GPU_REPLACED = "gpu_replaced", "GPU replaced"
     PREEMPTED = "preempted", "Interruptible GPUs preempted"
+    SHRUNK = "shrunk", "Shrunk to the GPUs left after a preemption"
     REJECTED = "rejected", "Rejected after failed acceptance"
 
 

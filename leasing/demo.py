@@ -20,6 +20,7 @@ from contracts.services import contracts_end_due
 from inventory.models import Node, Site
 from leasing.models import Lease, Offer, SlaOffering
 from leasing.services.acceptance import lease_acceptance_run_record
+from leasing.services.allocation import free_gpu_count
 from leasing.services.changes import lease_reject, leases_end_due
 from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_offering_create
@@ -208,8 +209,10 @@ def _leases(offers: list[Offer], lab: Organization, robotics: Organization) -> N
             ran_at=timezone.now(),
         )
     lease_reject(lease=failing, actor=ACTOR)
-    # Interruptible RTX PRO 6000 capacity, preempted by an on-demand lease an hour later.
-    _lease(robotics, pro6000, 8, start=now, hours=72, pricing_mode="interruptible")
+    # Interruptible RTX PRO 6000 capacity filling the pool (on-demand leases take free GPUs
+    # first), preempted by an on-demand lease an hour later.
+    pool = free_gpu_count(pro6000, start=now, end=now + timedelta(hours=72), may_preempt=False)
+    _lease(robotics, pro6000, pool, start=now, hours=72, pricing_mode="interruptible")
     _lease(lab, pro6000, 4, start=now + timedelta(hours=1), hours=24)
 
 

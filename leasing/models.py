@@ -10,7 +10,7 @@ from django.db.models import F, Q
 from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
-from contracts.models import Contract, history_user
+from contracts.models import Contract, ContractEvent, history_user
 from core.fields import amount_field, currency_field, currency_is_iso, rate_field
 from inventory.models import Gpu, GpuModel, Node, Site
 from leasing.choices import (
@@ -298,6 +298,12 @@ class Lease(models.Model):
         help_text="What the customer said the lease runs, when it was created.",
     )
     ended_at = models.DateTimeField(null=True, blank=True)
+    gpus_ready_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its last GPUs are handed over, if it had to preempt interruptible "
+        "capacity (the notice's end); empty: at its start.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -305,6 +311,10 @@ class Lease(models.Model):
         ordering = ["-id"]
         constraints = [
             models.CheckConstraint(condition=Q(end__gt=F("start")), name="lease_window_order"),
+            models.CheckConstraint(
+                condition=Q(gpus_ready_at__isnull=True) | Q(gpus_ready_at__gte=F("start")),
+                name="lease_gpus_ready_after_start",
+            ),
             models.CheckConstraint(condition=Q(gpu_count__gt=0), name="lease_count_positive"),
             models.CheckConstraint(
                 condition=Q(price_per_gpu_hour__gte=0), name="lease_price_not_negative"
@@ -340,6 +350,22 @@ class Allocation(models.Model):
     replaces = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaced_by"
     )
+    # Pricing of a replacement GPU (docs/architecture.md, "Hardware replacement"): the swap's
+    # contract event, and the GPU's own rate when the swap priced it apart from the contract
+    # (an upgrade to another model). Empty rate: billed at the contract's rate schedule.
+    rate_per_gpu_hour = rate_field(
+        null=True,
+        blank=True,
+        help_text="This GPU's own rate; empty: the contract's rate (base rate and price steps).",
+    )
+    swap_event = models.ForeignKey(
+        ContractEvent,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="allocations",
+        help_text="The contract event of the swap that brought this GPU into the lease.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -359,6 +385,16 @@ class Allocation(models.Model):
             models.CheckConstraint(
                 condition=Q(period__isempty=False), name="allocation_period_not_empty"
             ),
+            models.CheckConstraint(
+                condition=Q(rate_per_gpu_hour__isnull=True) | Q(rate_per_gpu_hour__gt=0),
+                name="allocation_rate_positive",
+            ),
+            # An own rate is decided by a recorded swap of a leased GPU, never set by hand.
+            models.CheckConstraint(
+                condition=Q(rate_per_gpu_hour__isnull=True)
+                | Q(swap_event__isnull=False, lease__isnull=False),
+                name="allocation_rate_from_a_swap",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -366,7 +402,11 @@ class Allocation(models.Model):
 
 
 class PreemptionNotice(models.Model):
-    """A record that an interruptible lease was cut short: the customer's notice (webhook-ready)."""
+    """A record that an interruptible lease was cut short: the customer's notice (webhook-ready).
+
+    Its allocations are cut when the notice is given; `executed_at` is set by the job that, once
+    the cut has passed, ends the lease (and its contract) or shrinks it to the GPUs it kept.
+    """
 
     lease = models.ForeignKey(Lease, on_delete=models.CASCADE, related_name="preemptions")
     preempted_by = models.ForeignKey(
@@ -375,11 +415,27 @@ class PreemptionNotice(models.Model):
     gpu_count = models.PositiveIntegerField()
     cut_at = models.DateTimeField()
     delivered_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the lease was ended or shrunk at the cut."
+    )
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
+        indexes = [
+            models.Index(
+                fields=["cut_at"],
+                condition=Q(executed_at__isnull=True),
+                name="preemption_notice_due_idx",
+            ),
+            models.Index(fields=["lease", "cut_at"], name="preemption_notice_lease_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(gpu_count__gt=0), name="preemption_notice_count_positive"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"preemption of lease {self.lease_id} at {self.cut_at}"

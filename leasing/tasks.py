@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from leasing.services.acceptance import acceptance_claims_resolve
 from leasing.services.allocation import expired_holds_release
-from leasing.services.changes import leases_end_due
+from leasing.services.changes import leases_end_due, preemptions_execute
 
 
 @shared_task(name="leasing.expire_holds")
@@ -26,3 +26,9 @@ def end_due_leases() -> int:
 def resolve_acceptance_claims() -> int:
     """Apply the acceptance clause's rule on silence to provider claims whose window passed."""
     return acceptance_claims_resolve(now=timezone.now())
+
+
+@shared_task(name="leasing.execute_preemptions")
+def execute_preemptions() -> int:
+    """End or shrink the interruptible leases whose preemption cut has passed."""
+    return preemptions_execute(now=timezone.now())

@@ -36,6 +36,7 @@ from billing.services.ingest import usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh_batch
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import acceptance_run_record, contract_activate
+from core.events import emit
 from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
@@ -48,7 +49,16 @@ from inventory.services import (
     market_prices_record,
     outage_create,
 )
-from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote, SlaOffering
+from leasing.models import (
+    Allocation,
+    Hold,
+    Lease,
+    LeaseEvent,
+    Offer,
+    PreemptionNotice,
+    Quote,
+    SlaOffering,
+)
 from leasing.services.holds import hold_create
 from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
@@ -57,6 +67,9 @@ from tests.billing.invoice_factories import make_issued_invoice
 from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
 from tests.inventory.factories import make_node, make_site, node_payload, site_payload
 from tests.leasing.factories import hour_from_now, make_offer, make_sla_offering
+from webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
+from webhooks.services.deliveries import outbox_dispatch
+from webhooks.services.endpoints import webhook_endpoint_create
 
 API_PREFIX = "api/v1/"
 # Methods every view answers without touching an object (or that the matrix does not exercise).
@@ -66,7 +79,9 @@ PROVIDER, CUSTOMER = "provider", "customer"
 # Stands in for an id no tenant has: tenant B's answer for A's object must be the same as for it.
 MISSING_ID = 999_999_999
 MISSING_NAME = "no-such-object"
-PROJECT_APPS = frozenset({"accounts", "inventory", "contracts", "leasing", "billing", "core"})
+PROJECT_APPS = frozenset(
+    {"accounts", "inventory", "contracts", "leasing", "billing", "core", "webhooks"}
+)
 
 # Figures that are the provider's business alone; no customer response may carry one of them.
 ECONOMICS_FIELDS = (
@@ -478,6 +493,34 @@ def _acceptance_claim(world: World, _: str) -> Built:
     )
 
 
+def _preemption_notice(world: World, _: str) -> Built:
+    """A notice on A's customer's interruptible lease, preempted by an on-demand lease of A's."""
+
+    def make() -> PreemptionNotice:
+        offer = make_offer(world.provider)
+        start = hour_from_now()
+        interruptible = lease_create(
+            customer=world.customer,
+            request=request_build(
+                offer=offer, gpu_count=8, start=start, hours=24, pricing_mode="interruptible"
+            ),
+            actor="tenant",
+        )
+        lease_create(
+            customer=world.customer,
+            request=request_build(offer=offer, gpu_count=2, start=start, hours=4),
+            actor="tenant",
+        )
+        return PreemptionNotice.objects.get(lease=interruptible)
+
+    notice = world.once("preemption_notice", make)
+    return Built(
+        notice,
+        kwargs={"pk": notice.pk},
+        watch=[PreemptionNotice.objects.filter(lease__customer=world.customer)],
+    )
+
+
 def _paused_offer(world: World, _: str) -> Built:
     """A paused offer: only its provider reads it (a published one is public browse)."""
     offer = world.paused_offer()
@@ -627,6 +670,50 @@ def _unit_economics(world: World, _: str) -> Built:
     asset_economics_refresh(node_ids=[node.pk])
     offering = make_sla_offering(world.provider, nodes=[node.pk])
     return Built(offering, refs={"offering": offering.pk, "site": node.site_id})
+
+
+# A public address written as a literal: creating the endpoint resolves nothing and sends nothing.
+PUBLIC_WEBHOOK_URL = "https://93.184.215.14/hooks/cardhour"
+
+
+def _webhook_endpoint(world: World, kind: str) -> Built:
+    endpoint = world.once(
+        f"webhook_endpoint_{kind}",
+        lambda: webhook_endpoint_create(
+            organization=world.owner[kind],
+            url=PUBLIC_WEBHOOK_URL,
+            event_types=["invoice.issued", "lease.created"],
+        ),
+    )
+    return Built(
+        endpoint,
+        kwargs={"pk": endpoint.pk, "endpoint_pk": endpoint.pk},
+        watch=[WebhookEndpoint.objects.filter(organization=world.owner[kind])],
+    )
+
+
+def _webhook_delivery(world: World, kind: str) -> Built:
+    """A delivery of an event of the organization's to its endpoint (claimed, never sent)."""
+    endpoint = _webhook_endpoint(world, kind).obj
+
+    def make() -> Delivery:
+        emit(
+            organization_id=world.owner[kind].pk,
+            type="lease.created",
+            data={"lease_id": 1},
+        )
+        outbox_dispatch()
+        return Delivery.objects.filter(endpoint=endpoint).latest("id")
+
+    delivery = world.once(f"webhook_delivery_{kind}", make)
+    return Built(
+        delivery,
+        kwargs={"endpoint_pk": endpoint.pk, "pk": delivery.pk},
+        watch=[
+            Delivery.objects.filter(endpoint=endpoint),
+            DeliveryAttempt.objects.filter(delivery__endpoint=endpoint),
+        ],
+    )
 
 
 def _fx_rate(world: World) -> Built:
@@ -862,6 +949,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
     ),
     # A lease's history: its customer and the provider of its offer read it, nobody else.
     "lease-event": Resource(owners=(CUSTOMER, PROVIDER), build=_lease),
+    # Preemption notices: the preempted lease's customer and its offer's provider read them.
+    "preemption-notice": Resource(owners=(CUSTOMER, PROVIDER), build=_preemption_notice),
     "usage-event": Resource(
         owners=(PROVIDER,),
         build=_usage,
@@ -900,6 +989,13 @@ TENANT_RESOURCES: dict[str, Resource] = {
             for handler in ("get", "list")  # a plain view, or a viewset's list
         },
     ),
+    "webhook-endpoint": Resource(
+        owners=(CUSTOMER, PROVIDER),
+        build=_webhook_endpoint,
+        bodies={"partial_update": lambda b: {"description": "taken over", "enabled": False}},
+        no_reference={"create": "a new endpoint always belongs to the caller's organization"},
+    ),
+    "webhook-delivery": Resource(owners=(CUSTOMER, PROVIDER), build=_webhook_delivery),
 }
 
 PUBLIC_ROUTES: dict[str, Public] = {

@@ -7,7 +7,16 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("accounts", "core", "inventory", "contracts", "leasing", "billing", "economics")
+APPS = (
+    "accounts",
+    "core",
+    "inventory",
+    "contracts",
+    "leasing",
+    "billing",
+    "economics",
+    "webhooks",
+)
 LOCKING = re.compile(r"select_for_update|FOR (NO KEY )?UPDATE|FOR (KEY )?SHARE", re.IGNORECASE)
 # Locks that stay outside a locks.py, and why.
 ELSEWHERE = {

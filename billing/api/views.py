@@ -209,7 +209,9 @@ class UsageEventViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
     serializer_class = UsageBatchInSerializer
 
     @extend_schema(
-        request=UsageBatchInSerializer,
+        # The parser takes any content type; the body is JSON, and documenting `*/*` would
+        # leave client generators without a way to send it.
+        request={"application/json": UsageBatchInSerializer},
         responses={
             201: BatchOutcomeSerializer,
             200: OpenApiResponse(BatchOutcomeSerializer, description="No event was new."),

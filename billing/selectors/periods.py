@@ -14,6 +14,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from billing.metering import AllocatedGpu, CardHourUsage, Interval, meter_card_hours
 from billing.models import ISSUED_STATUSES, Invoice, InvoiceLine, LineKind, UsageEvent
 from billing.rating import (
+    AllocationPrice,
     LateTokens,
     RateStep,
     RatingInput,
@@ -106,33 +107,55 @@ def open_period(contract: Contract, *, now: datetime) -> engine.Period | None:
 # ---------------------------------------------------------------- facts for rating
 
 
-def _subject(contract: Contract, lease: Lease | None) -> str:
-    """How the invoice names what was leased."""
-    name = (
+def _model_name(contract: Contract) -> str:
+    """The name of the contract's GPU model (its slug if the catalog does not know it)."""
+    return (
         GpuModel.objects.filter(slug=contract.leased_model_slug)
         .values_list("name", flat=True)
         .first()
     ) or contract.leased_model_slug
+
+
+def _subject(contract: Contract, lease: Lease | None) -> str:
+    """How the invoice names what was leased."""
+    name = _model_name(contract)
     if lease is not None:
-        return f"{lease.gpu_count} x {name} (lease {lease.pk}, contract {contract.number})"
+        # Each card-hour line names its GPU model and rate (a swap may bring another model).
+        return f"{lease.gpu_count} GPUs (lease {lease.pk}, contract {contract.number})"
     if contract.pricing_basis == PricingBasis.TOKEN_SLA:
         return f"Token SLA {contract.number}"
     return f"{contract.committed_gpus or ''} x {name} (contract {contract.number})".strip()
 
 
+def _leased_allocations(lease: Lease | None, period: engine.Period) -> list[Allocation]:
+    """The lease's allocations that overlap the period, with their GPU model and swap event."""
+    if lease is None:
+        return []
+    return list(
+        Allocation.objects.filter(lease=lease, released_at__isnull=True)
+        .filter(period__overlap=DateTimeTZRange(period.start, period.end, "[)"))
+        .select_related("node__gpu_model", "swap_event")
+    )
+
+
+def _allocation_prices(allocations: list[Allocation]) -> tuple[AllocationPrice, ...]:
+    """Each allocation's GPU model and own rate (a swap's), for one line per model and rate."""
+    return tuple(
+        AllocationPrice(
+            allocation_id=a.pk,
+            model=a.node.gpu_model.name,
+            rate=a.rate_per_gpu_hour,
+            event_id=a.swap_event_id,
+            explanation=a.swap_event.explanation if a.swap_event is not None else "",
+        )
+        for a in allocations
+    )
+
+
 def _card_hours(
-    contract: Contract, lease: Lease | None, period: engine.Period, now: datetime
+    contract: Contract, allocations: list[Allocation], period: engine.Period, now: datetime
 ) -> CardHourUsage:
     """Meter the lease's allocations over the period, with the outages of their GPUs."""
-    allocations = (
-        list(
-            Allocation.objects.filter(lease=lease, released_at__isnull=True).filter(
-                period__overlap=DateTimeTZRange(period.start, period.end, "[)")
-            )
-        )
-        if lease is not None
-        else []
-    )
     node_ids = {a.node_id for a in allocations}
     outages = Outage.objects.filter(node_id__in=node_ids, start__lt=period.end).filter(
         Q(end__isnull=True) | Q(end__gt=period.start)
@@ -305,11 +328,14 @@ def rating_input(
         prepaid_balance=_prepaid_balance(contract, terms, invoice),
     )
     if contract.pricing_basis == PricingBasis.CARD_HOUR:
-        usage = _card_hours(contract, lease, period, now)
+        allocations = _leased_allocations(lease, period)
+        usage = _card_hours(contract, allocations, period, now)
         return replace(
             common,
             rate_steps=_rate_steps(contract),
             card_hours=usage,
+            allocation_prices=_allocation_prices(allocations),
+            leased_model=_model_name(contract),
             service_level=ServiceLevel(uptime_pct=usage.uptime_pct()),
         )
     in_period = UsageEvent.objects.filter(

@@ -38,6 +38,7 @@ from billing.services.invoices import invoice_rate_draft
 from contracts.locks import contract_lock
 from contracts.services import json_value
 from core.errors import Conflict, SemanticError, ValidationFailed
+from core.events import emit_to
 from core.lifecycle import StatusChange
 from core.money import round_money
 
@@ -63,6 +64,35 @@ def _next_number(*, issuer: Organization, series: str, year: int) -> tuple[int, 
 # ---------------------------------------------------------------- status changes
 
 
+# Invoice moves other systems hear about (webhooks), by target status.
+INVOICE_WEBHOOKS = {InvoiceStatus.FINALIZED: "invoice.issued", InvoiceStatus.PAID: "invoice.paid"}
+
+
+def _invoice_webhook(invoice: Invoice, change: StatusChange) -> None:
+    """The outbox event of an invoice move, for its customer and its issuer."""
+    event_type = INVOICE_WEBHOOKS.get(change.to_status)  # type: ignore[call-overload]
+    if event_type is None:
+        return
+    emit_to(
+        [invoice.customer_id, invoice.issuer_id],
+        type=event_type,
+        data={
+            "invoice_id": invoice.pk,
+            "number": invoice.number,
+            "contract_id": invoice.contract_id,
+            "status": invoice.status,
+            "period_start": invoice.period_start,
+            "period_end": invoice.period_end,
+            "total": round_money(invoice.total, invoice.currency),
+            "currency": invoice.currency,
+            "issued_at": invoice.issued_at,
+            "due_at": invoice.due_at,
+            "paid_at": invoice.paid_at,
+        },
+        occurred_at=change.at,
+    )
+
+
 def _invoice_event_write(invoice: Invoice, change: StatusChange) -> None:
     """The invoice lifecycle's event writer (and a log line for the operators' logs)."""
     InvoiceEvent.objects.create(
@@ -77,6 +107,7 @@ def _invoice_event_write(invoice: Invoice, change: StatusChange) -> None:
         ),
         inputs={key: json_value(value) for key, value in change.inputs.items()},
     )
+    _invoice_webhook(invoice, change)
     logger.info(
         "invoice %s: %s -> %s by %s", invoice.pk, change.from_status, change.to_status, change.actor
     )
@@ -298,4 +329,20 @@ def credit_note_issue(
     )
     invoice.credited_total += total
     invoice.save(update_fields=["credited_total", "updated_at"])
+    emit_to(
+        [invoice.customer_id, invoice.issuer_id],
+        type="credit_note.issued",
+        data={
+            "credit_note_id": note.pk,
+            "number": note.number,
+            "invoice_id": invoice.pk,
+            "invoice_number": invoice.number,
+            "reason": note.reason,
+            "subtotal": round_money(note.subtotal, note.currency),
+            "tax": round_money(note.tax, note.currency),
+            "total": round_money(note.total, note.currency),
+            "currency": note.currency,
+        },
+        occurred_at=now,
+    )
     return note

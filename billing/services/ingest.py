@@ -32,6 +32,7 @@ from contracts.locks import contracts_share_lock
 from contracts.models import Contract
 from contracts.selectors import contract_terms
 from core.errors import ApplicationError, ValidationFailed
+from core.events import emit
 
 MAX_EVENTS_PER_BATCH = 10_000
 # Clocks of reporters drift; an event this far in the future is still believed.
@@ -349,6 +350,31 @@ def _enqueue_rollup_refresh(batch_id: int) -> None:
     current_app.send_task("billing.ingest_rollup_refresh", args=[batch_id], ignore_result=True)
 
 
+# Rejected events listed in one usage.events_rejected webhook; the count is always complete.
+REJECTED_IN_WEBHOOK = 100
+
+
+def _rejected_webhook(
+    provider: Organization, *, batch_id: int, results: list[Any], now: datetime
+) -> None:
+    """Tell the provider which events of a batch were rejected and why (one outbox event)."""
+    rejected = [row for row in results if row is not None and row["status"] == "rejected"]
+    emit(
+        organization_id=provider.pk,
+        type="usage.events_rejected",
+        data={
+            "batch_id": batch_id,
+            "rejected": len(rejected),
+            "events": [
+                {"index": row["index"], "event_id": row["event_id"], "reason": row["reason"]}
+                for row in rejected[:REJECTED_IN_WEBHOOK]
+            ],
+            "truncated": len(rejected) > REJECTED_IN_WEBHOOK,
+        },
+        occurred_at=now,
+    )
+
+
 @transaction.atomic
 def usage_batch_ingest(
     *, provider: Organization, raw_events: list[Any], now: datetime
@@ -437,6 +463,8 @@ def usage_batch_ingest(
     batch.rejected_count = rejected
     batch.late_count = late
     batch.save(update_fields=["accepted_count", "duplicate_count", "rejected_count", "late_count"])
+    if rejected:
+        _rejected_webhook(provider, batch_id=batch.pk, results=results, now=now)
     if accepted:
         # A broker hiccup must not undo a committed batch: the periodic sweep catches up. A
         # lambda, not functools.partial: Django names a failed callback by its __qualname__.

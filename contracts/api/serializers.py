@@ -9,7 +9,7 @@ from rest_framework import serializers
 from contracts import engine
 from contracts.choices import AcceptanceRunStatus, ClauseKind, EndReason, Party, PricingBasis
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
-from core.api.fields import CurrencyField, MoneyField, RateField
+from core.api.fields import CurrencyField, MoneyField, RateField, SlugOrBlankField
 
 
 class EventRefSerializer(serializers.ModelSerializer[ContractEvent]):
@@ -41,10 +41,8 @@ class ContractSerializer(serializers.ModelSerializer[Contract]):
         choices=EndReason.choices, allow_blank=True, read_only=True
     )
     exit_party = serializers.ChoiceField(choices=Party.choices, allow_blank=True, read_only=True)
-    # A slug, or blank (token contracts lease no hardware model); as a read-only SlugField it
-    # was documented with a slug pattern that "" does not match.
-    leased_model_slug = serializers.RegexField(
-        r"^[-a-zA-Z0-9_]*$",
+    # A slug, or blank (token contracts lease no hardware model).
+    leased_model_slug = SlugOrBlankField(
         read_only=True,
         help_text="GPU model (inventory catalog slug) being leased; blank if none.",
     )
@@ -94,7 +92,7 @@ class ContractCreateSerializer(serializers.Serializer[Any]):
     currency = CurrencyField()
     pricing_basis = serializers.ChoiceField(choices=PricingBasis.choices)
     billing_anchor_day = serializers.IntegerField(min_value=1, max_value=28, default=1)
-    leased_model_slug = serializers.SlugField(required=False, allow_blank=True, default="")
+    leased_model_slug = SlugOrBlankField(required=False, default="")
     base_rate_per_gpu_hour = RateField(min_value=0, required=False, allow_null=True)
     rate_per_million_input_tokens = RateField(min_value=0, required=False, allow_null=True)
     rate_per_million_output_tokens = RateField(min_value=0, required=False, allow_null=True)
@@ -111,7 +109,7 @@ class ContractAmendSerializer(serializers.Serializer[Any]):
 
     term_end = serializers.DateTimeField(required=False)
     billing_anchor_day = serializers.IntegerField(min_value=1, max_value=28, required=False)
-    leased_model_slug = serializers.SlugField(required=False, allow_blank=True)
+    leased_model_slug = SlugOrBlankField(required=False)
     base_rate_per_gpu_hour = RateField(min_value=0, required=False, allow_null=True)
     rate_per_million_input_tokens = RateField(min_value=0, required=False, allow_null=True)
     rate_per_million_output_tokens = RateField(min_value=0, required=False, allow_null=True)

@@ -165,26 +165,55 @@ def termination_quote(
 def replacement_rate(
     terms: ContractTerms,
     *,
-    old_rate: Decimal,
-    old_throughput: Decimal,
+    base_rate: Decimal,
+    base_model: str,
+    base_throughput: Decimal,
+    old_model: str,
+    old_rate: Decimal | None,
+    new_model: str,
     new_throughput: Decimal,
     effective_at: datetime,
 ) -> Decision:
-    """Rate of replacement hardware: unchanged like-for-like, or scaled by throughput on upgrade."""
-    if old_throughput <= 0 or new_throughput <= 0:
+    """The rate of one replacement GPU, from the contract's base model and rate and the clause.
+
+    Never from an earlier replacement's rate, so swaps do not compound:
+    - the same model as the failed GPU (like-for-like): the failed allocation's rate, unchanged;
+    - the contract's own model, or a clause that replaces like-for-like: no rate of its own
+      (`rate` None), the GPU is billed at the contract's rate (base rate and price steps);
+    - another model under `upgrade`: base rate x new / base throughput x upgrade factor.
+    `base_rate` is the contract's rate in force at the swap; `old_rate` is the failed
+    allocation's own rate (None: it was billed at the contract's rate).
+    """
+    if base_throughput <= 0 or new_throughput <= 0:
         raise ValidationFailed("Throughputs must be positive.", code="invalid_throughput")
+    if base_rate <= 0:
+        raise ValidationFailed("The base rate must be positive.", code="invalid_rate")
     clause = terms.clause(ExitTerms)
     policy = clause.replacement if clause is not None else "like_for_like"
     factor = clause.upgrade_factor if clause is not None else Decimal(1)
-    if policy == "like_for_like":
-        new_rate = round_rate(old_rate)
-        words = f"like-for-like replacement keeps the rate at {_rate(new_rate)} {terms.rate_unit}"
-    else:
-        new_rate = round_rate(old_rate * new_throughput / old_throughput * factor)
+    unit = terms.rate_unit
+    new_rate: Decimal | None
+    if new_model == old_model:
+        rule = "same_model"
+        new_rate = old_rate
+        kept = _rate(old_rate) if old_rate is not None else f"the contract's {_rate(base_rate)}"
+        words = f"{new_model} for {old_model}, like-for-like: the rate stays at {kept} {unit}"
+    elif new_model == base_model or policy == "like_for_like":
+        rule = "contract_rate"
+        new_rate = None
+        why = "the contract's own model" if new_model == base_model else "like-for-like clause"
         words = (
-            f"upgrade re-prices {_rate(old_rate)} x ({_pct(new_throughput)} / "
-            f"{_pct(old_throughput)} throughput) x {_pct(factor)} = "
-            f"{_rate(new_rate)} {terms.rate_unit}"
+            f"{new_model} for {old_model} ({why}): billed at the contract's rate, "
+            f"{_rate(base_rate)} {unit} now"
+        )
+    else:
+        rule = "upgrade"
+        new_rate = round_rate(base_rate * new_throughput / base_throughput * factor)
+        words = (
+            f"{new_model} for {old_model}, upgrade re-priced from the base rate: "
+            f"{_rate(base_rate)} x ({_pct(new_throughput)} / {_pct(base_throughput)} "
+            f"throughput of {new_model} / {base_model}) x {_pct(factor)} = "
+            f"{_rate(new_rate)} {unit} for this GPU"
         )
     return Decision(
         kind="hardware_replacement_rate",
@@ -193,8 +222,13 @@ def replacement_rate(
         explanation=f"Hardware replaced: {words}.",
         inputs=_inputs(
             policy=policy,
+            rule=rule,
+            base_rate=base_rate,
+            base_model=base_model,
+            base_throughput=base_throughput,
+            old_model=old_model,
             old_rate=old_rate,
-            old_throughput=old_throughput,
+            new_model=new_model,
             new_throughput=new_throughput,
             upgrade_factor=factor,
         ),

@@ -3,6 +3,7 @@ hardware replacement and provider insolvency."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -157,33 +158,55 @@ def contracts_end_due(*, now: datetime | None = None) -> int:
 def contract_replace_hardware(
     *,
     contract: Contract,
-    old_throughput: Decimal,
+    base_throughput: Decimal,
+    old_model_slug: str,
+    old_rate: Decimal | None,
+    new_model_slug: str,
     new_throughput: Decimal,
-    new_model_slug: str = "",
+    failed_gpu_id: int,
+    replacement_gpu_id: int,
     effective_at: datetime | None = None,
     actor: str,
 ) -> ContractEvent:
-    """Re-price the contract for replacement hardware under its exit terms' replacement rule."""
+    """Price one swapped GPU under the exit terms' replacement rule and record the swap.
+
+    Every swap writes a `hardware_replacement_rate` event, like-for-like or not. Its `rate` is
+    the replacement GPU's own rate (None: billed at the contract's rate). The contract's base
+    rate, rate schedule and leased model never change: only the swapped GPU is re-priced.
+    """
     contract = contract_lock(contract)
     if contract.status not in LIVE_STATUSES:
         raise Conflict(f"A {contract.status} contract has no hardware.", code="contract_not_live")
     if contract.pricing_basis != PricingBasis.CARD_HOUR:
         raise SemanticError("Only card-hour contracts are re-priced.", code="not_card_hour")
-    if old_throughput <= 0 or new_throughput <= 0:
+    if base_throughput <= 0 or new_throughput <= 0:
         raise InvalidContract("Throughputs must be positive.", code="invalid_throughput")
     effective_at = effective_at or timezone.now()
-    old_rate = current_rate(contract, at=effective_at)
-    assert old_rate is not None  # card-hour contracts always have a rate
+    base_rate = current_rate(contract, at=effective_at)
+    assert base_rate is not None  # card-hour contracts always have a rate
     decision = engine.replacement_rate(
         contract_terms(contract),
+        base_rate=base_rate,
+        base_model=contract.leased_model_slug,
+        base_throughput=base_throughput,
+        old_model=old_model_slug,
         old_rate=old_rate,
-        old_throughput=old_throughput,
+        new_model=new_model_slug,
         new_throughput=new_throughput,
         effective_at=effective_at,
     )
-    if new_model_slug and new_model_slug != contract.leased_model_slug:
-        contract.leased_model_slug = new_model_slug
-        contract.save(update_fields=["leased_model_slug", "updated_at"])
+    decision = replace(
+        decision,
+        explanation=(
+            f"GPU {failed_gpu_id} replaced by GPU {replacement_gpu_id} from "
+            f"{effective_at:%Y-%m-%d %H:%M} UTC. {decision.explanation}"
+        ),
+        inputs={
+            **decision.inputs,
+            "failed_gpu_id": failed_gpu_id,
+            "replacement_gpu_id": replacement_gpu_id,
+        },
+    )
     event = decision_record(contract, decision, actor=actor)
     assert event is not None  # no dedupe key: always written
     return event

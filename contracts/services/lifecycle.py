@@ -29,8 +29,9 @@ from contracts.models import Clause, Contract, ContractEvent
 from contracts.schemas import ThroughputAcceptance, validate_clause_set
 from contracts.selectors import contract_terms
 from core.errors import Conflict
+from core.events import emit_to
 from core.lifecycle import StatusChange
-from core.money import Money
+from core.money import Money, round_money
 from inventory.rules import currency_errors
 
 # Terms an amendment may change; parties and the number never change.
@@ -59,6 +60,54 @@ def json_value(value: Any) -> Any:
     return value
 
 
+def _webhook_type(kind: str, to_status: str) -> str | None:
+    """The webhook event a contract event is, if any."""
+    if kind in (EventKind.ACCEPTANCE_PASSED, EventKind.ACCEPTANCE_FAILED):
+        return "acceptance.decided"
+    if kind == EventKind.PRICE_STEP:
+        return "contract.price_step"
+    if kind == EventKind.STATUS_CHANGED and to_status == ContractStatus.NOTICE_GIVEN:
+        return "contract.notice"
+    if kind == EventKind.STATUS_CHANGED and to_status == ContractStatus.ENDED:
+        return "contract.terminated"
+    return None
+
+
+def _contract_webhook(contract: Contract, event: ContractEvent) -> None:
+    """The outbox event of a contract event, for both parties, in the same transaction."""
+    event_type = _webhook_type(event.kind, event.to_status)
+    if event_type is None:
+        return
+    data: dict[str, Any] = {
+        "contract_id": contract.pk,
+        "contract_number": contract.number,
+        "contract_event_id": event.pk,
+        "kind": event.kind,
+        "status": contract.status,
+        "explanation": event.explanation,
+        "inputs": event.inputs,
+    }
+    if event_type == "acceptance.decided":
+        data["passed"] = event.kind == EventKind.ACCEPTANCE_PASSED
+    if event.rate is not None:
+        data["rate"] = event.rate
+    if event.amount is not None:
+        data["amount"] = round_money(event.amount, event.currency)
+        data["currency"] = event.currency
+    if event_type == "contract.notice":
+        data["exit_party"] = contract.exit_party
+        data["exit_effective_at"] = contract.exit_effective_at
+    if event_type == "contract.terminated":
+        data["end_reason"] = contract.end_reason
+        data["ended_at"] = contract.ended_at
+    emit_to(
+        [contract.lessor_id, contract.lessee_id],
+        type=event_type,
+        data=data,
+        occurred_at=event.effective_at,
+    )
+
+
 def event_record(
     contract: Contract,
     *,
@@ -79,7 +128,7 @@ def event_record(
         and ContractEvent.objects.filter(contract=contract, dedupe_key=dedupe_key).exists()
     ):
         return None
-    return ContractEvent.objects.create(
+    event = ContractEvent.objects.create(
         contract=contract,
         kind=kind,
         effective_at=effective_at,
@@ -93,6 +142,8 @@ def event_record(
         to_status=to_status,
         dedupe_key=dedupe_key,
     )
+    _contract_webhook(contract, event)
+    return event
 
 
 def decision_record(

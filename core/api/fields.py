@@ -22,6 +22,9 @@ from core.money import minor_unit, round_money
 
 # What a client may send: the stored shape (core.fields.CURRENCY_PATTERN) in either case.
 CURRENCY_INPUT_PATTERN = r"^[A-Za-z]{3}$"
+# A slug, or blank: drf-spectacular documents a SlugField with the `+` pattern even when it
+# allows blank, so a blank default (or answer) would fail the schema's own pattern.
+SLUG_OR_BLANK_PATTERN = r"^[-a-zA-Z0-9_]*$"
 
 
 def DecimalString(**kwargs: Any) -> serializers.DecimalField:
@@ -54,6 +57,17 @@ class CurrencyField(serializers.RegexField):
 
     def to_internal_value(self, data: Any) -> str:
         return str(super().to_internal_value(data)).upper()
+
+
+class SlugOrBlankField(serializers.RegexField):
+    """A slug or "" (e.g. a GPU model a token contract does not lease), documented as such."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # An input must allow blank to take ""; an answer needs only the pattern (allow_blank
+        # would document it a second time, as a oneOf with maxLength 0).
+        if not kwargs.get("read_only"):
+            kwargs.setdefault("allow_blank", True)
+        super().__init__(SLUG_OR_BLANK_PATTERN, **kwargs)
 
 
 class MinorUnitMixin:

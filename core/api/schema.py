@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.contrib.pydantic import PydanticExtension
+
 ERROR_COMPONENT = "Error"
 ERROR_REF = {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}
 
@@ -98,3 +100,21 @@ def add_error_responses(
                     ):
                         response["description"] = ERROR_DESCRIPTIONS.get(code, "")
     return result
+
+
+class UntitledPydanticExtension(PydanticExtension):
+    """Pydantic input models as components named by drf-spectacular alone.
+
+    pydantic puts the model's name in `title`; the same model documented as a create and a
+    partial-update body becomes two components (`SiteInputRequest`, `PatchedSiteInputRequest`)
+    with one title, and client generators that name classes by title (openapi-python-client)
+    then refuse the second one and drop its operation.
+    """
+
+    priority = 1
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = super().map_serializer(auto_schema, direction)
+        if isinstance(schema, dict):
+            schema.pop("title", None)
+        return schema

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.events import emit
 from economics import payback
 from economics.models import CapacitySignal, SignalLevel
 from economics.selectors.gpu_hours import HOUR, HOURS, gpu_seconds
@@ -98,8 +99,36 @@ def capacity_signals_evaluate(*, now: datetime | None = None) -> list[CapacitySi
             )
         )
     with transaction.atomic():
-        CapacitySignal.objects.filter(evaluated_on=now.date()).delete()
-        return CapacitySignal.objects.bulk_create(signals)
+        today = CapacitySignal.objects.filter(evaluated_on=now.date())
+        # A re-evaluation of the day tells a provider only about pools newly raised.
+        already = set(today.filter(raised=True).values_list("site_id", "gpu_model_id"))
+        today.delete()
+        created = CapacitySignal.objects.bulk_create(signals)
+        for signal in created:
+            if signal.raised and (signal.site_id, signal.gpu_model_id) not in already:
+                _raised_webhook(signal)
+        return created
+
+
+def _raised_webhook(signal: CapacitySignal) -> None:
+    """The provider's capacity_signal.raised event, in the evaluation's transaction."""
+    emit(
+        organization_id=signal.provider_id,
+        type="capacity_signal.raised",
+        data={
+            "capacity_signal_id": signal.pk,
+            "site_id": signal.site_id,
+            "gpu_model": signal.gpu_model_id,
+            "evaluated_on": signal.evaluated_on,
+            "level": signal.level,
+            "utilization": signal.utilization,
+            "unmet_quotes": signal.unmet_quotes,
+            "unmet_quotes_before": signal.unmet_quotes_before,
+            "unmet_growing": signal.unmet_growing,
+            "reasons": signal.reasons,
+        },
+        occurred_at=signal.computed_at,
+    )
 
 
 def _unmet_quotes(now: datetime) -> dict[int, tuple[int, int]]:

@@ -5,7 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from inventory.api.views.assets import GpuViewSet, NodeViewSet, OutageViewSet, SiteViewSet
 from inventory.api.views.catalog import GpuModelViewSet, MarketPriceViewSet
-from inventory.api.views.imports import NodeImportView
+from inventory.api.views.imports import NodeImportView, NodeImportViewSlash
 from inventory.api.views.index import IndexFixingViewSet, IndexSourceViewSet
 
 router = SimpleRouter()
@@ -21,6 +21,6 @@ router.register("outages", OutageViewSet, basename="outage")
 urlpatterns = [
     # Before the router, or "import" would be read as a node id.
     path("nodes/import", NodeImportView.as_view(), name="node-import"),
-    path("nodes/import/", NodeImportView.as_view()),
+    path("nodes/import/", NodeImportViewSlash.as_view()),
     *router.urls,
 ]

@@ -4,7 +4,7 @@ Split by entity: sites, nodes (with their GPUs), outages, market observations, t
 (sources and fixings) and the bulk import.
 """
 
-from inventory.services.gpus import gpu_update
+from inventory.services.gpus import gpu_health_set, gpu_update
 from inventory.services.imports import ImportedNode, ImportResult, nodes_import
 from inventory.services.index import (
     FixingsComputed,
@@ -31,6 +31,7 @@ __all__ = [
     "ImportResult",
     "ImportedNode",
     "MarketPricesRecorded",
+    "gpu_health_set",
     "gpu_update",
     "index_fixings_compute",
     "index_source_register",

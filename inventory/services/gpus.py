@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -39,4 +40,21 @@ def gpu_update(*, gpu: Gpu, changes: Mapping[str, Any]) -> Gpu:
         changed.append("health_changed_at")
         gpu._change_reason = f"health {current['health']} → {gpu.health}"  # type: ignore[attr-defined]
     gpu.save(update_fields=changed)
+    return gpu
+
+
+@transaction.atomic
+def gpu_health_set(*, gpu: Gpu, health: str, at: datetime, reason: str) -> Gpu:
+    """Record a GPU's new health (a lease's swap marks it failed): time-stamped, with a row of
+    its history naming why. A GPU already in that health is left as it is."""
+    node_lock(gpu.node_id)
+    gpu = Gpu.objects.select_related("node").get(pk=gpu.pk)
+    if gpu.health == health:
+        return gpu
+    previous = gpu.health
+    gpu.health = health
+    gpu.health_changed_at = at
+    # The history's change reason holds 100 characters.
+    gpu._change_reason = f"health {previous} → {health}: {reason}"[:100]  # type: ignore[attr-defined]
+    gpu.save(update_fields=["health", "health_changed_at"])
     return gpu

@@ -27,7 +27,7 @@ from core.api.params import (
 from core.errors import FieldError, raise_if_any
 from inventory.choices import Vendor
 from leasing.choices import LeaseEventKind, OfferStatus, PricingMode
-from leasing.models import LeaseEvent, Offer, Quote, SlaOffering
+from leasing.models import LeaseEvent, Offer, PreemptionNotice, Quote, SlaOffering
 from leasing.selectors import (
     INTERCONNECTS,
     MAX_TERM_MONTHS,
@@ -130,6 +130,19 @@ class LeaseEventFilter(filters.FilterSet):
     class Meta:
         model = LeaseEvent
         fields = ["kind"]
+
+
+class PreemptionNoticeFilter(filters.FilterSet):
+    """Filter preemption notices by lease, cut time and whether the cut was carried out."""
+
+    lease = filters.NumberFilter(field_name="lease_id")
+    cut_at__gte = IsoDateTimeFilter(field_name="cut_at", lookup_expr="gte")
+    cut_at__lt = IsoDateTimeFilter(field_name="cut_at", lookup_expr="lt")
+    executed = filters.BooleanFilter(field_name="executed_at", lookup_expr="isnull", exclude=True)
+
+    class Meta:
+        model = PreemptionNotice
+        fields = ["lease"]
 
 
 class AcceptanceRunFilter(filters.FilterSet):

@@ -16,6 +16,7 @@ from leasing.api.views.leases import (
     HoldViewSet,
     LeaseEventViewSet,
     LeaseViewSet,
+    PreemptionNoticeViewSet,
 )
 
 router = Router()
@@ -28,6 +29,7 @@ router.register(
     r"leases/(?P<lease_pk>[^/.]+)/acceptance-runs", AcceptanceRunViewSet, basename="acceptance-run"
 )
 router.register(r"leases/(?P<lease_pk>[^/.]+)/events", LeaseEventViewSet, basename="lease-event")
+router.register("preemption-notices", PreemptionNoticeViewSet, basename="preemption-notice")
 # Every run of the caller's contracts, leased or not; confirm, dispute and decide live here.
 router.register("acceptance-runs", ContractAcceptanceRunViewSet, basename="acceptance")
 

@@ -6,6 +6,9 @@ in a fresh statement after the lock; an on-demand or reserved request may cut sh
 preemptible (interruptible) allocations; and the database's exclusion constraint
 `allocation_no_double_booking` refuses any overlap the code would still let through (it is
 translated to a 409, never a 500).
+
+Truly free GPUs are always used first; interruptible allocations are cut only when the request
+cannot be met otherwise, and then the cut that costs least (leasing.preemption) is chosen.
 """
 
 from __future__ import annotations
@@ -13,16 +16,19 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.utils import timezone
 
 from inventory.models import Gpu, Node
 from leasing.choices import AllocationEnd, HoldStatus
 from leasing.errors import CapacityGone
 from leasing.locks import allocations_lock, expired_holds_lock, free_gpus_skip_locked
 from leasing.models import Allocation, Hold, Lease, Offer
+from leasing.preemption import BookedSpan, Booking, CandidateGpu, cheapest_cut
 from leasing.selectors.free import FREE_GPU_CONDITION, free_params
 from leasing.services.history import hold_status_advance
 
@@ -174,39 +180,138 @@ def _preemptible_overlaps(gpu_ids: list[int], *, start: datetime, end: datetime)
     )
 
 
+def _booking_of(allocation: Allocation) -> Booking:
+    """The interruptible lease or hold an allocation belongs to, for the cost of a cut."""
+    if allocation.lease is not None:
+        lease = allocation.lease
+        return Booking(f"lease:{lease.pk}", lease.start, lease.price_per_gpu_hour)
+    hold = allocation.hold
+    assert hold is not None  # an allocation is a lease's or a hold's (check constraint)
+    rate = hold.offer.interruptible_price_per_gpu_hour or Decimal(0)
+    return Booking(f"hold:{hold.pk}", hold.start, rate)
+
+
+def _cheapest_preemption(
+    node_ids: list[int],
+    free: dict[int, list[int]],
+    *,
+    count: int,
+    start: datetime,
+    end: datetime,
+    cut_at: datetime,
+    exclude: set[int],
+) -> tuple[list[int], list[int]] | None:
+    """Every truly free GPU plus the cheapest interruptible GPUs to cut (leasing.preemption);
+    returns (free GPU ids, GPU ids to cut) or None when even preemption cannot meet `count`."""
+    free_ids = sorted(gpu for ids in free.values() for gpu in ids)
+    needed = count - len(free_ids)
+    reachable = free_gpus(
+        node_ids, start=start, end=end, may_preempt=True, lock=False, exclude=exclude
+    )
+    truly_free = set(free_ids)
+    candidate_ids = sorted(
+        gpu for ids in reachable.values() for gpu in ids if gpu not in truly_free
+    )
+    if len(candidate_ids) < needed:
+        return None
+    spans: dict[int, list[BookedSpan]] = defaultdict(list)
+    bookings: dict[str, Booking] = {}
+    node_of: dict[int, int] = {}
+    overlapping = Allocation.objects.filter(
+        gpu_id__in=candidate_ids,
+        released_at__isnull=True,
+        preemptible=True,
+        period__overlap=DateTimeTZRange(start, end, "[)"),
+    ).select_related("lease", "hold__offer")
+    for allocation in overlapping.order_by("pk"):
+        booking = _booking_of(allocation)
+        bookings[booking.key] = booking
+        node_of[allocation.gpu_id] = allocation.node_id
+        spans[allocation.gpu_id].append(
+            BookedSpan(booking.key, allocation.period.lower, allocation.period.upper or end)
+        )
+    cut = cheapest_cut(
+        [
+            CandidateGpu(gpu_id, node_of[gpu_id], tuple(spans[gpu_id]))
+            for gpu_id in candidate_ids
+            if gpu_id in spans
+        ],
+        needed=needed,
+        cut_at=cut_at,
+        bookings=bookings,
+    )
+    if cut is None:
+        return None
+    return free_ids, list(cut.gpu_ids)
+
+
+def _lock_wanted(
+    node_ids: list[int], wanted: list[int], *, start: datetime, end: datetime, may_preempt: bool
+) -> list[int]:
+    """Lock exactly the wanted GPUs that are still free (SKIP LOCKED); the ones it got."""
+    if not wanted:
+        return []
+    locked = free_gpus(
+        node_ids, start=start, end=end, may_preempt=may_preempt, lock=True, only=wanted
+    )
+    return sorted(gpu for ids in locked.values() for gpu in ids)
+
+
 def place(
-    offer: Offer, *, count: int, start: datetime, end: datetime, preemptible: bool
+    offer: Offer,
+    *,
+    count: int,
+    start: datetime,
+    end: datetime,
+    preemptible: bool,
+    now: datetime | None = None,
 ) -> Placement:
     """Lock and choose `count` free GPUs of the offer for [start, end), or raise CapacityGone.
 
-    Choose from an unlocked read, then lock exactly the chosen rows (SKIP LOCKED): a GPU another
-    transaction is booking is skipped and the choice is made again without it, so concurrent
-    small requests share a node instead of failing on each other's locks. Must run inside the
-    caller's transaction: the locks last until it commits.
+    Truly free GPUs first, on any node of the offer (one node when the count fits one, the
+    tightest fit; else the fullest nodes). Only when they fall short does an on-demand or
+    reserved request (`preemptible` False) cut interruptible allocations: it then takes every
+    truly free GPU and the cheapest cut for the rest (leasing.preemption). Choose from an
+    unlocked read, then lock exactly the chosen rows (SKIP LOCKED): a GPU another transaction is
+    booking is skipped and the choice is made again without it, so concurrent small requests
+    share a node instead of failing on each other's locks. Must run inside the caller's
+    transaction: the locks last until it commits.
     """
     node_ids = pool_node_ids(offer)
     may_preempt = not preemptible
+    cut_at = preemption_cut_time(offer, start=start, now=now or timezone.now())
     busy_elsewhere: set[int] = set()
     for _ in range(MAX_PLACEMENT_ATTEMPTS):
         free = free_gpus(
-            node_ids,
-            start=start,
-            end=end,
-            may_preempt=may_preempt,
-            lock=False,
-            exclude=busy_elsewhere,
+            node_ids, start=start, end=end, may_preempt=False, lock=False, exclude=busy_elsewhere
         )
         choice = gpus_choose(free, count)
+        to_cut: list[int] = []
+        if choice is None and may_preempt:
+            preemption = _cheapest_preemption(
+                node_ids,
+                free,
+                count=count,
+                start=start,
+                end=end,
+                cut_at=cut_at,
+                exclude=busy_elsewhere,
+            )
+            if preemption is not None:
+                free_ids, to_cut = preemption
+                nodes = {node for node, ids in free.items() if ids} | set(
+                    Gpu.objects.filter(pk__in=to_cut).values_list("node_id", flat=True)
+                )
+                choice = (free_ids + to_cut, SINGLE_NODE if len(nodes) == 1 else MULTI_NODE)
         if choice is None:
             break
         wanted, placement = choice
-        locked = free_gpus(
-            node_ids, start=start, end=end, may_preempt=may_preempt, lock=True, only=wanted
-        )
-        got = sorted(gpu for ids in locked.values() for gpu in ids)
+        free_wanted = sorted(set(wanted) - set(to_cut))
+        got = _lock_wanted(node_ids, free_wanted, start=start, end=end, may_preempt=False)
+        got += _lock_wanted(node_ids, sorted(to_cut), start=start, end=end, may_preempt=True)
         if len(got) == count:
-            preempt = _preemptible_overlaps(got, start=start, end=end) if may_preempt else []
-            return Placement(gpu_ids=got, placement=placement, preempt=preempt)
+            preempt = _preemptible_overlaps(sorted(to_cut), start=start, end=end) if to_cut else []
+            return Placement(gpu_ids=sorted(got), placement=placement, preempt=preempt)
         busy_elsewhere |= set(wanted) - set(got)
     free_now = free_gpu_count(offer, start=start, end=end, may_preempt=may_preempt)
     raise CapacityGone(

@@ -23,11 +23,14 @@ from contracts.services import (
     contract_reject_at_acceptance,
     contract_replace_hardware,
     contract_request_exit,
+    contract_transition,
     event_record,
 )
 from core.errors import Conflict, SemanticError
 from inventory.choices import GpuHealth
-from inventory.models import Gpu
+from inventory.locks import node_lock
+from inventory.models import Gpu, GpuModel
+from inventory.services import gpu_health_set
 from leasing.choices import LIVE_LEASE_STATUSES, AllocationEnd, LeaseEventKind, LeaseStatus
 from leasing.errors import CapacityGone, InvalidWindow, OfferUnavailable
 from leasing.locks import allocations_lock, gpus_lock, lease_lock
@@ -144,7 +147,9 @@ def allocations_preempt(
     """
     cut: dict[int, int] = {}
     for allocation in allocations_lock(Allocation.objects.filter(pk__in=allocation_ids)):
-        lower = allocation.period.lower
+        lower, upper = allocation.period.lower, allocation.period.upper
+        if upper is not None and upper <= cut_at:
+            continue  # it ends by itself before the cut: nothing to cut, never lengthened
         if cut_at <= lower:
             allocation.released_at = now
             allocation.ended_reason = AllocationEnd.PREEMPTED
@@ -156,13 +161,15 @@ def allocations_preempt(
         if allocation.lease_id is not None:
             cut[allocation.lease_id] = cut.get(allocation.lease_id, 0) + 1
     for lease in Lease.objects.filter(pk__in=cut).select_related("contract").order_by("pk"):
+        # The payload reaches the preempted lease's customer (history, webhooks): it never names
+        # the preempting lease, which may be another customer's; the notice row keeps it.
         payload = {
             "event": "lease.preempted",
             "lease_id": lease.pk,
+            "notice_given_at": now.isoformat(),
             "contract": lease.contract.number,
             "gpu_count": cut[lease.pk],
             "cut_at": cut_at.isoformat(),
-            "preempted_by_lease_id": by.pk,
         }
         PreemptionNotice.objects.create(
             lease=lease, preempted_by=by, gpu_count=cut[lease.pk], cut_at=cut_at, payload=payload
@@ -170,7 +177,7 @@ def allocations_preempt(
         explanation = (
             f"{cut[lease.pk]} interruptible GPU(s) of this lease were preempted at "
             f"{cut_at:%Y-%m-%d %H:%M} UTC by an on-demand or reserved lease; "
-            "billing stops at the cut."
+            "billing stops at the cut, where the lease ends (or runs on the GPUs it keeps)."
         )
         event_record(
             lease.contract,
@@ -184,7 +191,7 @@ def allocations_preempt(
             lease,
             kind=LeaseEventKind.PREEMPTED,
             effective_at=cut_at,
-            explanation=explanation.replace("an on-demand or reserved lease", f"lease {by.pk}"),
+            explanation=explanation,
             actor=actor,
             inputs=payload,
         )
@@ -313,12 +320,17 @@ def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
 def lease_replace_gpu(
     *, lease: Lease, failed_gpu: Gpu, actor: str, at: datetime | None = None
 ) -> Allocation:
-    """Swap a failed GPU for a free one of the same model, or of its successor (re-priced)."""
+    """Swap a failed GPU for a free one: of the same model first, else of the lease's own model
+    or its successor. Only the swapped GPU is priced (contract_replace_hardware): its new
+    allocation carries its own rate, or none (the contract's rate); the contract's rate and
+    model stay as they are. The swap is a contract event and a lease event, the failed GPU's
+    health a row of its history."""
     at = at or timezone.now()
     lease = lease_lock(lease)
     if lease.status not in LIVE_LEASE_STATUSES:
         raise Conflict(f"A {lease.status} lease has no GPUs to replace.", code="lease_not_live")
-    # The failed GPU's row (its health is written below) before its allocation.
+    # The failed GPU's node (its health is written below), then the GPU, then its allocation.
+    node_lock(failed_gpu.node_id)
     gpus_lock([failed_gpu.pk])
     old = next(
         iter(
@@ -342,58 +354,83 @@ def lease_replace_gpu(
     else:
         old.period = DateTimeTZRange(old.period.lower, start, "[)")
     old.save(update_fields=["period", "ended_reason", "released_at"])
-    Gpu.objects.filter(pk=failed_gpu.pk).update(health=GpuHealth.FAILED, health_changed_at=at)
-    model = lease.offer.gpu_model
-    replacement = _free_replacement(lease, model_id=model.pk, start=start, end=end)
-    repriced = False
-    if replacement is None and model.successor_id is not None:
-        replacement = _free_replacement(lease, model_id=model.successor_id, start=start, end=end)
+    gpu_health_set(
+        gpu=failed_gpu,
+        health=GpuHealth.FAILED,
+        at=at,
+        reason=f"failed in lease {lease.pk}, replaced by {actor}",
+    )
+    base_model = lease.offer.gpu_model
+    failed_model = GpuModel.objects.get(nodes__gpus=failed_gpu)
+    replacement = None
+    for model_id in _replacement_models(failed_model, base_model):
+        replacement = _free_replacement(lease, model_id=model_id, start=start, end=end)
         if replacement is not None:
-            successor = replacement.node.gpu_model
-            contract_replace_hardware(
-                contract=lease.contract,
-                old_throughput=model.dense_bf16_tflops,
-                new_throughput=successor.dense_bf16_tflops,
-                new_model_slug=successor.slug,
-                effective_at=start,
-                actor=actor,
-            )
-            repriced = True
+            break
     if replacement is None:
         raise CapacityGone(
             "No free GPU of this model or its successor at the site.",
             code="no_replacement",
             detail={"free_gpus": 0},
         )
+    new_model = replacement.node.gpu_model
+    swap = contract_replace_hardware(
+        contract=lease.contract,
+        base_throughput=base_model.dense_bf16_tflops,
+        old_model_slug=failed_model.slug,
+        old_rate=old.rate_per_gpu_hour,
+        new_model_slug=new_model.slug,
+        new_throughput=new_model.dense_bf16_tflops,
+        failed_gpu_id=failed_gpu.pk,
+        replacement_gpu_id=replacement.pk,
+        effective_at=start,
+        actor=actor,
+    )
     (new,) = allocations_create(
         gpu_ids=[replacement.pk], start=start, end=end, preemptible=old.preemptible, lease=lease
     )
     new.replaces = old
-    new.save(update_fields=["replaces"])
+    new.rate_per_gpu_hour = swap.rate
+    new.swap_event = swap
+    new.save(update_fields=["replaces", "rate_per_gpu_hour", "swap_event"])
+    repriced = swap.rate is not None and swap.rate != old.rate_per_gpu_hour
     lease_event_record(
         lease,
         kind=LeaseEventKind.GPU_REPLACED,
         effective_at=start,
         explanation=(
-            f"GPU {failed_gpu.pk} failed and was replaced from {start:%Y-%m-%d %H:%M} UTC by "
-            f"GPU {replacement.pk} ({replacement.node.gpu_model.name} on "
-            f"{replacement.node.hostname})"
+            f"GPU {failed_gpu.pk} ({failed_model.name}) failed and was replaced from "
+            f"{start:%Y-%m-%d %H:%M} UTC by GPU {replacement.pk} ({new_model.name} on "
+            f"{replacement.node.hostname}); "
             + (
-                "; the contract was re-priced for the successor model."
-                if repriced
-                else " of the same model."
+                f"this GPU is billed at {swap.rate} {lease.currency} per GPU-hour."
+                if swap.rate is not None
+                else "this GPU is billed at the contract's rate."
             )
         ),
         actor=actor,
         inputs={
             "failed_gpu_id": failed_gpu.pk,
+            "failed_gpu_model": failed_model.slug,
             "replacement_gpu_id": replacement.pk,
+            "replacement_gpu_model": new_model.slug,
             "replaced_allocation_id": old.pk,
             "allocation_id": new.pk,
+            "rate_per_gpu_hour": None if swap.rate is None else str(swap.rate),
+            "contract_event_id": swap.pk,
             "repriced": repriced,
         },
     )
     return new
+
+
+def _replacement_models(failed: GpuModel, base: GpuModel) -> list[int]:
+    """Models a failed GPU may be swapped for, in order: its own (like-for-like), the lease's
+    model, the lease model's successor (an upgrade, priced by the exit terms)."""
+    order = [failed.pk, base.pk]
+    if base.successor_id is not None:
+        order.append(base.successor_id)
+    return list(dict.fromkeys(order))
 
 
 def _free_replacement(lease: Lease, *, model_id: int, start: datetime, end: datetime) -> Gpu | None:
@@ -407,3 +444,85 @@ def _free_replacement(lease: Lease, *, model_id: int, start: datetime, end: date
         if gpu_ids:
             return Gpu.objects.select_related("node__gpu_model").get(pk=gpu_ids[0])
     return None
+
+
+# ---------------------------------------------------------------- carrying out preemptions
+
+
+PREEMPTION_ACTOR = "system:preemption"
+
+
+def preemptions_execute(*, now: datetime | None = None) -> int:
+    """End (or shrink) the leases whose preemption cut has passed; returns the notices carried out.
+
+    The allocations were cut when the notice was given; at the cut the lease follows them: with
+    no GPU running past the cut, it ends there (its end, its contract ended at the cut with
+    reason `preempted`, its status through the contract); otherwise it keeps the GPUs left and
+    its contract's committed GPUs follow. One transaction per lease; a rerun finds nothing to do.
+    """
+    now = now or timezone.now()
+    due = PreemptionNotice.objects.filter(executed_at__isnull=True, cut_at__lte=now)
+    executed = 0
+    for lease_id in sorted(set(due.values_list("lease_id", flat=True))):
+        with transaction.atomic():
+            lease = lease_lock(lease_id)
+            notices = list(due.filter(lease=lease).order_by("cut_at", "pk"))
+            if not notices:
+                continue  # another run carried them out meanwhile
+            cut_at = notices[-1].cut_at
+            live = _live_allocations_lock(lease)
+            if lease.status in LIVE_LEASE_STATUSES:
+                _lease_follow_cut(lease, live, cut_at=cut_at, notices=notices)
+            PreemptionNotice.objects.filter(pk__in=[n.pk for n in notices]).update(executed_at=now)
+            executed += len(notices)
+    return executed
+
+
+def _lease_follow_cut(
+    lease: Lease, live: list[Allocation], *, cut_at: datetime, notices: list[PreemptionNotice]
+) -> None:
+    """End a locked lease at the cut, or shrink it to the GPUs running past it."""
+    kept = sorted({a.gpu_id for a in live if a.period.upper is None or a.period.upper > cut_at})
+    inputs = {"cut_at": cut_at, "notice_ids": [n.pk for n in notices], "gpus_kept": len(kept)}
+    if not kept:
+        if cut_at > lease.start and cut_at < lease.end:
+            old_end = lease.end
+            lease.end = cut_at
+            lease.save(update_fields=["end", "updated_at"])
+            inputs["old_end"] = old_end
+        contract = lease.contract
+        if contract.status != ContractStatus.ENDED:
+            # Cut before it began, it never ran: it ends at its start, where billing would start.
+            lease.contract = contract_transition(
+                contract=contract,
+                to_status=ContractStatus.ENDED,
+                end_reason=EndReason.PREEMPTED,
+                at=max(cut_at, lease.start),
+                actor=PREEMPTION_ACTOR,
+                reason=(
+                    f"every GPU of lease {lease.pk} was preempted at {cut_at:%Y-%m-%d %H:%M} UTC"
+                ),
+            )
+        lease_sync_status(lease, actor=PREEMPTION_ACTOR)
+        return
+    if len(kept) >= lease.gpu_count:
+        return
+    old_count = lease.gpu_count
+    lease.gpu_count = len(kept)
+    lease.save(update_fields=["gpu_count", "updated_at"])
+    contract = lease.contract
+    if contract.status != ContractStatus.ENDED and contract.committed_gpus is not None:
+        lease.contract = contract_amend(
+            contract=contract, changes={"committed_gpus": len(kept)}, actor=PREEMPTION_ACTOR
+        )
+    lease_event_record(
+        lease,
+        kind=LeaseEventKind.SHRUNK,
+        effective_at=cut_at,
+        explanation=(
+            f"After the preemption at {cut_at:%Y-%m-%d %H:%M} UTC the lease runs on {len(kept)} "
+            f"GPU(s) instead of {old_count}; it keeps its end {lease.end:%Y-%m-%d %H:%M} UTC."
+        ),
+        actor=PREEMPTION_ACTOR,
+        inputs={**inputs, "old_gpu_count": old_count},
+    )

@@ -12,17 +12,63 @@ from datetime import datetime
 from typing import Any
 
 from contracts.services import json_value
+from core.events import emit_to
 from core.lifecycle import StatusChange
-from leasing.choices import HOLD_LIFECYCLE, LEASE_LIFECYCLE, LeaseEventKind
-from leasing.models import Hold, Lease, LeaseEvent
+from leasing.choices import HOLD_LIFECYCLE, LEASE_LIFECYCLE, LeaseEventKind, LeaseStatus
+from leasing.models import Hold, Lease, LeaseEvent, Offer
 
 
 def _inputs(values: Mapping[str, Any] | None) -> dict[str, Any]:
     return {key: json_value(value) for key, value in (values or {}).items()}
 
 
-def history_event_record(
-    subject: Lease | Hold,
+def _webhook_type(kind: str, to_status: str) -> str | None:
+    """The webhook event a row of a lease's history is, if any."""
+    if kind == LeaseEventKind.CREATED:
+        return "lease.created"
+    if kind == LeaseEventKind.PREEMPTED:
+        return "lease.preempted"
+    if kind == LeaseEventKind.STATUS_CHANGED and to_status == LeaseStatus.ACTIVE:
+        return "lease.started"
+    if kind == LeaseEventKind.STATUS_CHANGED and to_status in (
+        LeaseStatus.ENDED,
+        LeaseStatus.CANCELLED,
+    ):
+        return "lease.ended"
+    return None
+
+
+def _lease_webhook(event: LeaseEvent, lease: Lease) -> None:
+    """The outbox event of a history row, for the customer and the offer's provider."""
+    event_type = _webhook_type(event.kind, event.to_status)
+    if event_type is None:
+        return
+    provider_id = Offer.objects.filter(pk=lease.offer_id).values_list("provider_id", flat=True)[0]
+    data: dict[str, Any] = {
+        "lease_id": lease.pk,
+        "contract_id": lease.contract_id,
+        "status": lease.status,
+        "gpu_count": lease.gpu_count,
+        "start": lease.start,
+        "end": lease.end,
+        "pricing_mode": lease.pricing_mode,
+        "explanation": event.explanation,
+    }
+    if event.kind == LeaseEventKind.STATUS_CHANGED:
+        data["from_status"] = event.from_status
+        data["ended_at"] = lease.ended_at
+    if event.kind == LeaseEventKind.PREEMPTED:
+        data["notice"] = event.inputs
+    emit_to(
+        [lease.customer_id, provider_id],
+        type=event_type,
+        data=data,
+        occurred_at=event.effective_at,
+    )
+
+
+def lease_event_record(
+    lease: Lease,
     *,
     kind: str,
     effective_at: datetime,
@@ -32,10 +78,9 @@ def history_event_record(
     from_status: str = "",
     to_status: str = "",
 ) -> LeaseEvent:
-    """Write one row of a lease's or a hold's history (exactly one of them, as the table holds)."""
-    owner = {"lease": subject} if isinstance(subject, Lease) else {"hold": subject}
-    return LeaseEvent.objects.create(
-        **owner,
+    """Write one row of a lease's history (and its webhook event, in the same transaction)."""
+    event = LeaseEvent.objects.create(
+        lease=lease,
         kind=kind,
         effective_at=effective_at,
         explanation=explanation,
@@ -44,11 +89,32 @@ def history_event_record(
         from_status=from_status,
         to_status=to_status,
     )
+    _lease_webhook(event, lease)
+    return event
 
 
-# The names the use cases call: one writer for both.
-lease_event_record = history_event_record
-hold_event_record = history_event_record
+def hold_event_record(
+    hold: Hold,
+    *,
+    kind: str,
+    effective_at: datetime,
+    explanation: str,
+    actor: str,
+    inputs: Mapping[str, Any] | None = None,
+    from_status: str = "",
+    to_status: str = "",
+) -> LeaseEvent:
+    """Write one row of a hold's history."""
+    return LeaseEvent.objects.create(
+        hold=hold,
+        kind=kind,
+        effective_at=effective_at,
+        explanation=explanation,
+        actor=actor,
+        inputs=_inputs(inputs),
+        from_status=from_status,
+        to_status=to_status,
+    )
 
 
 def _status_sentence(change: StatusChange) -> str:

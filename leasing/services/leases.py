@@ -28,7 +28,7 @@ from leasing.choices import (
     PricingMode,
     Workload,
 )
-from leasing.errors import HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
+from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
 from leasing.locks import allocations_lock, hold_lock
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.pricing import offer_prices, rate_for
@@ -268,6 +268,7 @@ def _lease_from_request(
         start=request.start,
         end=request.end,
         preemptible=interruptible,
+        now=now,
     )
     rate, _ = rate_for(
         offer_prices(request.offer), mode=request.pricing_mode, term_months=request.term_months
@@ -287,18 +288,30 @@ def _lease_from_request(
     taken_from_interruptible: set[int] = set()
     if placement.preempt:
         cut_at = preemption_cut_time(request.offer, start=request.start, now=now)
-        taken_from_interruptible = set(
-            Allocation.objects.filter(pk__in=placement.preempt).values_list("gpu_id", flat=True)
-        )
+        # A GPU whose interruptible booking runs before the cut is handed over at the cut; one
+        # whose booking had not begun by then is released outright and is free from the start.
+        handover: dict[int, datetime] = {}
+        for cut in Allocation.objects.filter(pk__in=placement.preempt).only("gpu_id", "period"):
+            when = cut_at if cut.period.lower < cut_at else request.start
+            handover[cut.gpu_id] = max(handover.get(cut.gpu_id, request.start), when)
+        if max(handover.values()) >= request.end:
+            raise CapacityGone(
+                "The GPUs free only after the preemption notice runs out, after this window ends.",
+                code="preemption_notice_too_long",
+                detail={"ready_at": cut_at.isoformat(), "end": request.end.isoformat()},
+            )
+        taken_from_interruptible = set(handover)
         allocations_preempt(placement.preempt, by=lease, cut_at=cut_at, now=now, actor=actor)
-        # The preempted GPUs join this lease when the notice runs out.
-        allocations_create(
-            gpu_ids=sorted(taken_from_interruptible),
-            start=max(request.start, cut_at),
-            end=request.end,
-            preemptible=False,
-            lease=lease,
-        )
+        lease.gpus_ready_at = max(handover.values())
+        lease.save(update_fields=["gpus_ready_at", "updated_at"])
+        for ready_at in sorted(set(handover.values())):
+            allocations_create(
+                gpu_ids=sorted(gpu for gpu, when in handover.items() if when == ready_at),
+                start=ready_at,
+                end=request.end,
+                preemptible=False,
+                lease=lease,
+            )
     allocations_create(
         gpu_ids=[g for g in placement.gpu_ids if g not in taken_from_interruptible],
         start=request.start,

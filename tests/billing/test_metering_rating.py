@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from billing.metering import AllocatedGpu, merge, meter_card_hours, seconds, subtract
 from billing.rating import (
+    AllocationPrice,
     RateStep,
     RatingInput,
     ServiceLevel,
@@ -130,6 +131,52 @@ def test_a_rate_step_splits_card_hours_into_two_lines() -> None:
     )
     assert second.event_ids == (99,) and first.event_ids == ()
     assert rated.total.amount == Decimal("1604.16")
+
+
+def test_a_swapped_gpu_keeps_its_own_rate_while_a_price_step_moves_the_contracts() -> None:
+    # Two H200s at the contract's rate, a B200 a swap priced at 3.24 (event 7) from hour 100;
+    # the contract's rate steps to 2.04 at day 10. The B200 is one line at its own rate.
+    gpus = [
+        AllocatedGpu(allocation_id=1, gpu_id=1, node_id=1, period=(T0, T1)),
+        AllocatedGpu(allocation_id=2, gpu_id=2, node_id=1, period=(T0, h(100))),
+        AllocatedGpu(allocation_id=3, gpu_id=3, node_id=2, period=(h(100), T1)),
+    ]
+    usage = meter_card_hours(period=(T0, T1), billing_start=T0, allocations=gpus)
+    step = RateStep(start=h(24 * 10), rate=Decimal("2.04"), event_id=99, explanation="B200 GA")
+    prices = (
+        AllocationPrice(allocation_id=1, model="H200"),
+        AllocationPrice(allocation_id=2, model="H200"),
+        AllocationPrice(
+            allocation_id=3, model="B200", rate=Decimal("3.24"), event_id=7, explanation="swap"
+        ),
+    )
+    rated = rate_period(
+        RatingInput(
+            terms=card_terms(),
+            period=engine.Period(T0, T1),
+            is_final_period=False,
+            subject="2 GPUs (lease 1)",
+            rate_steps=(step,),
+            card_hours=usage,
+            allocation_prices=prices,
+            leased_model="H200",
+        )
+    )
+    summary = [
+        (line.inputs["gpu_model"], line.quantity, line.unit_price, line.amount.amount)
+        for line in rated.lines
+    ]
+    assert summary == [
+        # GPU 1 for 240 h + GPU 2 for its 100 h at 2.40 = 816.00.
+        ("H200", 340, Decimal("2.40"), Decimal("816.00")),
+        # GPU 1 for the 504 h after the step at 2.04 = 1,028.16.
+        ("H200", 504, Decimal("2.04"), Decimal("1028.16")),
+        # GPU 3 from hour 100 to the end (644 h) at its own 3.24 = 2,086.56.
+        ("B200", 644, Decimal("3.24"), Decimal("2086.56")),
+    ]
+    assert [line.event_ids for line in rated.lines] == [(), (99,), (7,)]
+    assert rated.lines[0].description.startswith("2 GPUs (lease 1): 2 x H200 @ 2.4: 340 GPU-hours")
+    assert rated.total.amount == Decimal("3930.72")
 
 
 def test_tokens_bill_successful_tokens_per_million_and_a_latency_miss_earns_credit() -> None:

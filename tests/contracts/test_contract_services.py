@@ -13,6 +13,7 @@ from contracts import engine
 from contracts.choices import ContractStatus, EndReason, EventKind
 from contracts.errors import TransitionNotAllowed
 from contracts.models import Clause, Contract, ContractEvent
+from contracts.selectors import current_rate
 from contracts.services import (
     acceptance_run_record,
     contract_activate,
@@ -260,22 +261,52 @@ def test_a_contract_past_its_term_expires(provider, customer):
     assert contracts_end_due(now=datetime(2026, 2, 2, tzinfo=UTC)) == 0
 
 
-def test_an_upgrade_replacement_reprices_by_throughput(provider, customer):
+def test_an_upgrade_prices_the_swapped_gpu_and_leaves_the_contract_alone(provider, customer):
     clauses = [{**EXIT_3_MONTHS, "replacement": "upgrade", "upgrade_factor": "0.9"}]
     contract = h200_contract(provider, customer, clauses=clauses)
     contract_activate(contract=contract, actor="ops", at=datetime(2026, 1, 1, tzinfo=UTC))
+    swap = {
+        "contract": contract,
+        "base_throughput": Decimal(1000),
+        "old_model_slug": "h200-sxm",
+        "old_rate": None,
+        "new_model_slug": "b200",
+        "new_throughput": Decimal(1500),
+        "failed_gpu_id": 11,
+        "replacement_gpu_id": 12,
+        "actor": "provider",
+    }
+    first = contract_replace_hardware(**swap, effective_at=datetime(2026, 6, 1, tzinfo=UTC))
+    second = contract_replace_hardware(**swap, effective_at=datetime(2026, 7, 1, tzinfo=UTC))
+    # 2.40 x (1500 / 1000) x 0.9 = 3.24 per GPU-hour, both times: never compounded.
+    assert (first.rate, second.rate) == (Decimal("3.240000"), Decimal("3.240000"))
+    assert first.explanation.startswith("GPU 11 replaced by GPU 12 from 2026-06-01 00:00 UTC.")
+    assert first.inputs["failed_gpu_id"] == 11
+    contract.refresh_from_db()
+    assert contract.leased_model_slug == "h200-sxm"
+    assert contract.base_rate_per_gpu_hour == Decimal("2.40")
+    # A swap is not a step of the contract's rate.
+    assert current_rate(contract, at=datetime(2026, 8, 1, tzinfo=UTC)) == Decimal("2.40")
+
+
+def test_a_like_for_like_swap_is_recorded_without_a_rate(provider, customer):
+    contract = h200_contract(provider, customer)
+    contract_activate(contract=contract, actor="ops", at=datetime(2026, 1, 1, tzinfo=UTC))
     event = contract_replace_hardware(
         contract=contract,
-        old_throughput=Decimal(1000),
-        new_throughput=Decimal(1500),
-        new_model_slug="b200",
+        base_throughput=Decimal(1000),
+        old_model_slug="h200-sxm",
+        old_rate=None,
+        new_model_slug="h200-sxm",
+        new_throughput=Decimal(1000),
+        failed_gpu_id=11,
+        replacement_gpu_id=12,
         effective_at=datetime(2026, 6, 1, tzinfo=UTC),
         actor="provider",
     )
-    # 2.40 x (1500 / 1000) x 0.9 = 3.24 per GPU-hour.
-    assert event.rate == Decimal("3.240000")
-    contract.refresh_from_db()
-    assert contract.leased_model_slug == "b200"
+    assert event.kind == EventKind.HARDWARE_REPLACEMENT_RATE
+    assert event.rate is None
+    assert "like-for-like: the rate stays at the contract's 2.400000" in event.explanation
 
 
 def test_editing_a_draft_keeps_version_one(provider, customer):

@@ -693,29 +693,71 @@ class TestTermination:
             assert excinfo.value.code == code
 
 
-class TestReplacement:
-    def test_like_for_like_keeps_the_rate(self) -> None:
-        decision = replacement_rate(
-            make_terms(EXIT),
-            old_rate=Decimal("2.40"),
-            old_throughput=Decimal("2000"),
-            new_throughput=Decimal("3000"),
-            effective_at=utc(2026, 6, 1),
-        )
-        assert decision.rate == Decimal("2.400000")
+UPGRADE = {**EXIT, "replacement": "upgrade", "upgrade_factor": "0.9"}
 
-    def test_an_upgrade_is_priced_by_throughput_and_factor(self) -> None:
-        clause = {**EXIT, "replacement": "upgrade", "upgrade_factor": "0.9"}
-        decision = replacement_rate(
-            make_terms(clause),
-            old_rate=Decimal("2.40"),
-            old_throughput=Decimal("2000"),
-            new_throughput=Decimal("3000"),
-            effective_at=utc(2026, 6, 1),
-        )
+
+def swap(clause: dict[str, Any], **overrides: Any) -> Decision:
+    """A swap on an h200 contract at 2.40 (throughput 2000) for a b200 (throughput 3000)."""
+    values: dict[str, Any] = {
+        "base_rate": Decimal("2.40"),
+        "base_model": "h200",
+        "base_throughput": Decimal("2000"),
+        "old_model": "h200",
+        "old_rate": None,
+        "new_model": "b200",
+        "new_throughput": Decimal("3000"),
+        "effective_at": utc(2026, 6, 1),
+        **overrides,
+    }
+    return replacement_rate(make_terms(clause), **values)
+
+
+class TestReplacement:
+    def test_a_like_for_like_clause_bills_a_successor_at_the_contract_rate(self) -> None:
+        decision = swap(EXIT)
+        assert decision.rate is None
+        assert decision.inputs["rule"] == "contract_rate"
+        assert "billed at the contract's rate, 2.400000" in decision.explanation
+
+    def test_an_upgrade_is_priced_from_the_base_rate_by_throughput_and_factor(self) -> None:
+        decision = swap(UPGRADE)
         # 2.40 x 3000 / 2000 x 0.9 = 3.24.
         assert decision.rate == Decimal("3.240000")
         assert decision.kind == "hardware_replacement_rate"
+        assert "2.400000 x (3000 / 2000 throughput of b200 / h200) x 0.9" in decision.explanation
+
+    def test_an_upgrade_never_compounds_an_earlier_swaps_rate(self) -> None:
+        # The failed GPU was itself an upgraded b200 at 3.24; its like-for-like swap keeps 3.24,
+        # and a b200 replacing another h200 is priced from 2.40 again, not from 3.24.
+        same = swap(UPGRADE, old_model="b200", old_rate=Decimal("3.24"))
+        assert same.rate == Decimal("3.24")
+        assert same.inputs["rule"] == "same_model"
+        assert swap(UPGRADE, old_rate=None).rate == Decimal("3.240000")
+
+    def test_a_swap_for_the_same_model_never_changes_the_rate(self) -> None:
+        decision = swap(UPGRADE, new_model="h200", new_throughput=Decimal("2000"))
+        assert decision.rate is None
+        assert "like-for-like: the rate stays at the contract's 2.400000" in decision.explanation
+
+    def test_a_swap_back_to_the_contract_model_is_billed_at_the_contract_rate(self) -> None:
+        decision = swap(
+            UPGRADE,
+            old_model="b200",
+            old_rate=Decimal("3.24"),
+            new_model="h200",
+            new_throughput=Decimal("2000"),
+        )
+        assert decision.rate is None
+        assert decision.inputs["rule"] == "contract_rate"
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [("base_throughput", Decimal(0)), ("new_throughput", Decimal(-1))],
+    )
+    def test_a_throughput_must_be_positive(self, field: str, value: Decimal) -> None:
+        with pytest.raises(ValidationFailed) as excinfo:
+            swap(UPGRADE, **{field: value})
+        assert excinfo.value.code == "invalid_throughput"
 
 
 # ---------------------------------------------------------------- minimum commitment

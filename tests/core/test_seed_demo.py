@@ -10,6 +10,7 @@ from django.core.management import call_command
 from accounts.models import ApiKey, Organization
 from inventory.models import MarketPrice, Node
 from leasing.models import Lease, Offer, PreemptionNotice
+from webhooks.models import Delivery, WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,13 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
     interruptible = Lease.objects.get(pricing_mode="interruptible")
     assert interruptible.allocations.filter(ended_reason="preempted").count() == 4
 
+    # The demo customer's endpoint (disabled: nothing leaves the machine) with its deliveries.
+    endpoint = WebhookEndpoint.objects.get(organization__slug="demo-customer")
+    assert not endpoint.enabled
+    assert Delivery.objects.filter(endpoint=endpoint, event__type="lease.created").exists()
+
     counts = (
+        Delivery.objects.count(),
         Lease.objects.count(),
         Offer.objects.count(),
         Node.objects.count(),
@@ -41,6 +48,7 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
     )
     seed()
     assert (
+        Delivery.objects.count(),
         Lease.objects.count(),
         Offer.objects.count(),
         Node.objects.count(),

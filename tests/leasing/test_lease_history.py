@@ -163,8 +163,9 @@ def test_rejection_and_preemption_and_gpu_replacement_are_recorded(client_for, p
     dear = client.post(LEASES, window(cheap_offer, count=2), format="json").json()
     preempted = [row for row in history(client, cheap["id"]) if row["kind"] == "preempted"]
     assert len(preempted) == 1
-    assert preempted[0]["inputs"]["preempted_by_lease_id"] == dear["id"]
-    assert f"by lease {dear['id']}" in preempted[0]["explanation"]
+    # The preempting lease may be another customer's: the history never names it.
+    assert "preempted_by_lease_id" not in preempted[0]["inputs"]
+    assert f"lease {dear['id']}" not in preempted[0]["explanation"]
 
     # The rejected lease freed its GPUs: a new lease there has spares to replace a GPU with.
     spare = client.post(LEASES, window(offer, count=2), format="json").json()

@@ -105,3 +105,9 @@ class NodeImportView(OrganizationScopedMixin, APIView):
         organization = _target_organization(caller, request.query_params.get("organization"))
         result = services.nodes_import(organization=organization, rows=self._rows(request))
         return Response(ImportResultSerializer(result).data, status=status.HTTP_200_OK)
+
+
+class NodeImportViewSlash(NodeImportView):
+    """/api/v1/nodes/import/ with the slash: the same view, documented once (one operationId)."""
+
+    schema = None

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rest_framework import serializers
 
 from accounts.models import Organization
 from contracts.models import AcceptanceRun
+from core.api.fields import DecimalString
 from core.api.serializers import StrictInputSerializer
 from leasing.choices import PricingMode, Workload
-from leasing.models import Allocation, Hold, Lease, LeaseEvent
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
 
 
 class AllocationSerializer(serializers.ModelSerializer[Allocation]):
@@ -22,6 +24,12 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
     start = serializers.SerializerMethodField()
     end = serializers.SerializerMethodField()
     replaces = serializers.IntegerField(source="replaces_id", read_only=True, allow_null=True)
+    gpu_model = serializers.CharField(source="node.gpu_model.slug", read_only=True)
+    rate_per_gpu_hour = DecimalString(
+        allow_null=True,
+        help_text="This GPU's own rate, set by an upgrade swap; null: the contract's rate.",
+    )
+    swap_event = serializers.IntegerField(source="swap_event_id", read_only=True, allow_null=True)
 
     class Meta:
         model = Allocation
@@ -30,12 +38,15 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
             "gpu_id",
             "gpu_index",
             "node",
+            "gpu_model",
             "start",
             "end",
             "preemptible",
             "released_at",
             "ended_reason",
             "replaces",
+            "rate_per_gpu_hour",
+            "swap_event",
         ]
 
     def get_start(self, obj: Allocation) -> str | None:
@@ -104,6 +115,20 @@ class HoldSerializer(serializers.ModelSerializer[Hold]):
         read_only_fields = fields
 
 
+class PreemptionNoticeSerializer(serializers.ModelSerializer[PreemptionNotice]):
+    """A notice that some of a lease's interruptible GPUs are taken back at `cut_at`.
+
+    The lease that preempted it is another customer's and is not named."""
+
+    lease = serializers.IntegerField(source="lease_id", read_only=True)
+    notified_at = serializers.DateTimeField(source="created_at", read_only=True)
+
+    class Meta:
+        model = PreemptionNotice
+        fields = ["id", "lease", "gpu_count", "cut_at", "notified_at", "executed_at"]
+        read_only_fields = fields
+
+
 class LeaseSerializer(serializers.ModelSerializer[Lease]):
     """A lease, its contract and its GPUs."""
 
@@ -117,6 +142,16 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
     provider = serializers.CharField(source="offer.provider.slug", read_only=True)
     gpu_model = serializers.CharField(source="offer.gpu_model.slug", read_only=True)
     allocations = AllocationSerializer(many=True, read_only=True)
+    gpus_ready_at = serializers.SerializerMethodField(
+        help_text="When every GPU is handed over: the start, or the end of the notice given to "
+        "the interruptible leases this lease preempted."
+    )
+    preemption_notices = PreemptionNoticeSerializer(
+        source="preemptions",
+        many=True,
+        read_only=True,
+        help_text="Notices that this (interruptible) lease's GPUs are taken back, newest first.",
+    )
 
     class Meta:
         model = Lease
@@ -142,10 +177,15 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
             "workload",
             "billing_start",
             "ended_at",
+            "gpus_ready_at",
             "created_at",
             "allocations",
+            "preemption_notices",
         ]
         read_only_fields = fields
+
+    def get_gpus_ready_at(self, obj: Lease) -> datetime:
+        return obj.gpus_ready_at or obj.start
 
 
 class ExtendInputSerializer(serializers.Serializer[Any]):

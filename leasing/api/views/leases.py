@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
@@ -27,7 +27,7 @@ from contracts.selectors import acceptance_runs_with_relations, acceptance_submi
 from core.api.idempotency import idempotent
 from core.errors import NotFound, ValidationFailed
 from inventory.models import Gpu
-from leasing.api.filters import AcceptanceRunFilter, LeaseEventFilter
+from leasing.api.filters import AcceptanceRunFilter, LeaseEventFilter, PreemptionNoticeFilter
 from leasing.api.serializers.leases import (
     AcceptanceDecisionInputSerializer,
     AcceptanceDisputeInputSerializer,
@@ -39,10 +39,11 @@ from leasing.api.serializers.leases import (
     LeaseExitInputSerializer,
     LeaseInputSerializer,
     LeaseSerializer,
+    PreemptionNoticeSerializer,
     ReplaceGpuInputSerializer,
 )
 from leasing.choices import PricingMode, Workload
-from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, Quote
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, PreemptionNotice, Quote
 from leasing.selectors import offers_visible
 from leasing.services.acceptance import (
     lease_acceptance_claim_confirm,
@@ -61,7 +62,9 @@ from leasing.services.leases import LeaseRequest, lease_create, request_build, r
 
 ALLOCATIONS = Prefetch(
     "allocations",
-    queryset=Allocation.objects.select_related("gpu__node").order_by("gpu__node_id", "gpu__index"),
+    queryset=Allocation.objects.select_related("gpu__node", "node__gpu_model").order_by(
+        "gpu__node_id", "gpu__index"
+    ),
 )
 
 
@@ -162,7 +165,7 @@ class LeaseViewSet(
 
     queryset = Lease.objects.select_related(
         "contract", "customer", "offer__provider", "offer__gpu_model"
-    ).prefetch_related(ALLOCATIONS)
+    ).prefetch_related(ALLOCATIONS, "preemptions")
     serializer_class = LeaseSerializer
     tenant_fields = ("customer", "offer__provider")
     ordering_fields = ["id", "start", "end", "created_at"]
@@ -250,7 +253,7 @@ class LeaseViewSet(
     @extend_schema(request=ReplaceGpuInputSerializer, responses=LeaseSerializer)
     @action(detail=True, methods=["post"], url_path="replace-gpu")
     def replace_gpu(self, request: Request, pk: str | None = None) -> Response:
-        """Provider swaps a failed GPU for a free one (or a successor, re-priced)."""
+        """Provider swaps a failed GPU for a free one; only that GPU is priced (exit terms)."""
         lease = self.get_object()
         self._as_provider(lease)
         serializer = ReplaceGpuInputSerializer(data=request.data)
@@ -274,6 +277,11 @@ def _visible_lease(view: OrganizationScopedMixin) -> Lease:
     return lease
 
 
+# The lease of a nested route: its id, never null (the model's lease field may be).
+LEASE_PK = OpenApiParameter("lease_pk", int, OpenApiParameter.PATH, description="The lease's id.")
+
+
+@extend_schema(parameters=[LEASE_PK])
 class AcceptanceRunViewSet(
     OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[AcceptanceRun]
 ):
@@ -315,6 +323,7 @@ class AcceptanceRunViewSet(
         return Response(AcceptanceOutcomeSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(parameters=[LEASE_PK])
 class LeaseEventViewSet(
     OrganizationScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet[LeaseEvent]
 ):
@@ -330,6 +339,23 @@ class LeaseEventViewSet(
 
     def get_queryset(self) -> QuerySet[LeaseEvent]:
         return LeaseEvent.objects.filter(lease=_visible_lease(self))
+
+
+class PreemptionNoticeViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[PreemptionNotice],
+):
+    """GET /api/v1/preemption-notices/ — notices that interruptible GPUs of the caller's leases
+    are taken back (the customer's, and the provider's of the offer), newest first."""
+
+    queryset = PreemptionNotice.objects.all()
+    serializer_class = PreemptionNoticeSerializer
+    tenant_fields = ("lease__customer", "lease__offer__provider")
+    filterset_class = PreemptionNoticeFilter
+    ordering_fields = ["cut_at", "id"]
+    ordering = ["-id"]
 
 
 # ---------------------------------------------------------------- acceptance runs of contracts

@@ -1,0 +1,40 @@
+"""The catalogue of webhook event types (plain data, no Django: settings read it too).
+
+type → (who receives it, what happened). docs/webhooks.md and the OpenAPI document's `webhooks`
+section list exactly these; `core.events.emit` refuses any other type.
+"""
+
+from __future__ import annotations
+
+EVENT_TYPES: dict[str, tuple[str, str]] = {
+    "lease.created": ("customer, provider", "A lease was created (from a hold, quote or window)."),
+    "lease.started": ("customer, provider", "A lease became active (acceptance passed)."),
+    "lease.preempted": (
+        "customer, provider",
+        "Interruptible GPUs of a lease were preempted; `data.notice` is the preemption notice.",
+    ),
+    "lease.ended": ("customer, provider", "A lease ended or was cancelled."),
+    "acceptance.decided": (
+        "lessee, lessor",
+        "An acceptance outcome was decided for a contract (passed or failed).",
+    ),
+    "contract.price_step": ("lessee, lessor", "A generational price step changed the rate."),
+    "contract.notice": ("lessee, lessor", "Notice of termination was given on a contract."),
+    "contract.terminated": ("lessee, lessor", "A contract ended (its end reason is included)."),
+    "invoice.issued": ("customer, issuer", "An invoice was finalized with its number."),
+    "invoice.paid": ("customer, issuer", "An issued invoice was marked paid."),
+    "credit_note.issued": ("customer, issuer", "A credit note was issued against an invoice."),
+    "usage.events_rejected": (
+        "provider",
+        "A usage batch had rejected events; their ids and reasons are included.",
+    ),
+    "capacity_signal.raised": (
+        "provider",
+        "A pool's capacity signal is plan_scaling or act_now for the evaluated day.",
+    ),
+}
+
+
+def schema_name(event_type: str) -> str:
+    """The module attribute of webhooks.api.schema that documents an event type."""
+    return event_type.replace(".", "_")

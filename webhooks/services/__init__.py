@@ -1,0 +1,1 @@
+"""Write use cases of the webhooks app: endpoints, the outbox's fan-out, deliveries."""
