@@ -365,3 +365,11 @@ def test_delivery_pushes_to_a_real_local_stripe_once(invoice, mailoutbox, local_
     remote = local_stripe.get("/v1/invoices")["data"]
     assert [item["id"] for item in remote] == [invoice.stripe_invoice_id]
     assert len(mailoutbox) == 1
+
+
+def test_each_line_explains_itself_once_in_the_html_and_the_pdf(invoice):
+    credit = invoice.lines.get(kind=LineKind.SLA_CREDIT)
+    assert credit.events.filter(explanation=credit.description).exists()
+    sentence = re.sub(r"\s+", " ", ascii_safe(credit.description))
+    assert pdf_text(invoice_pdf(invoice, compress=False)).count(sentence) == 1
+    assert invoice_html(invoice).count(credit.description) == 1
