@@ -147,6 +147,7 @@ def _lease_contract(
         ),
         clauses=offer.contract_template,
         actor=actor,
+        at=now,
     )
     return contract_activate(contract=contract, actor=actor, at=max(now, request.start))
 
