@@ -351,3 +351,21 @@ def test_send_again_without_billing_contacts_shows_an_error(
     assert mailoutbox == []
     invoice.refresh_from_db()
     assert invoice.status == InvoiceStatus.FINALIZED
+
+
+def test_the_admin_link_to_the_stored_pdf_downloads_it_for_staff_only(
+    operator_client, client, invoice
+):
+    invoice = invoice_pdf_store(invoice=invoice)
+    change_page = page(operator_client.get(f"{CHANGELIST}{invoice.pk}/change/"))
+    assert invoice.pdf.url in change_page
+
+    response = operator_client.get(invoice.pdf.url)
+
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == invoice.pdf.read()
+    assert operator_client.get("/media/../../etc/passwd").status_code in (400, 404)
+    assert operator_client.get("/media/invoices/none.pdf").status_code == 404
+    client.logout()  # the same client: now anonymous
+    anonymous = client.get(invoice.pdf.url)
+    assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
