@@ -202,7 +202,7 @@ def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
     reconciled = io.StringIO()
     call_command("ledger_reconcile", stdout=reconciled)  # exits 1 on any difference
     assert "ledger = documents" in reconciled.getvalue()
-    assert "0 transaction(s) posted" in ledger_backfill_output()
+    assert "0 transactions posted" in ledger_backfill_output()
 
     before = snapshot()
     again = seed()
