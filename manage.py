@@ -4,12 +4,12 @@
 import os
 import sys
 
+from django.core.management import execute_from_command_line
+
 
 def main() -> None:
     """Run administrative tasks."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    from django.core.management import execute_from_command_line
-
     execute_from_command_line(sys.argv)
 
 

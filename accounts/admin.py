@@ -8,7 +8,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from accounts.models import ApiKey, Membership, Organization
-from accounts.services import api_key_create, api_key_revoke
+from accounts.services import api_key_create, api_key_revoke, api_key_update
+from core.admin import ServiceAdminMixin
 
 
 class MembershipInline(admin.TabularInline[Membership, Organization]):
@@ -35,7 +36,7 @@ class MembershipAdmin(admin.ModelAdmin[Membership]):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
+class ApiKeyAdmin(ServiceAdminMixin[ApiKey]):
     list_display = [
         "name",
         "organization",
@@ -84,7 +85,9 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
-            obj.save(update_fields=["name", "expires_at"])
+            # the stored row, not the form's copy: the service compares the expiry with it
+            stored = ApiKey.objects.select_related("created_by_key").get(pk=obj.pk)
+            api_key_update(api_key=stored, name=obj.name, expires_at=obj.expires_at)
             return
         issued = api_key_create(
             organization=obj.organization,
@@ -103,6 +106,7 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
 
     @admin.action(description="Revoke the selected keys (and the keys they created)")
     def revoke_keys(self, request: HttpRequest, queryset: Any) -> None:
-        for api_key in queryset:
-            api_key_revoke(api_key=api_key)
-        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+        done = self.service_calls(
+            request, queryset.order_by("pk"), lambda api_key: api_key_revoke(api_key=api_key)
+        )
+        self.message_user(request, f"Revoked {done} key(s).")

@@ -106,8 +106,7 @@ def api_key_create(
             code="invalid_scope",
             detail={"scope": scope},
         )
-    if expires_at is not None and expires_at <= timezone.now():
-        raise ValidationFailed("expires_at must be in the future.", code="expiry_in_past")
+    _check_expiry(expires_at)
     if created_by_key is not None:
         _check_within_parent(parent=created_by_key, scope=scope, expires_at=expires_at)
     if raw_key is None:
@@ -124,6 +123,29 @@ def api_key_create(
         created_by_key=created_by_key,
     )
     return IssuedApiKey(api_key=api_key, raw_key=raw_key)
+
+
+def _check_expiry(expires_at: datetime | None) -> None:
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationFailed(
+            "expires_at must be in the future.",
+            code="expiry_in_past",
+            detail={"field": "expires_at"},
+        )
+
+
+@transaction.atomic
+def api_key_update(*, api_key: ApiKey, name: str, expires_at: datetime | None) -> ApiKey:
+    """Rename a key or move its expiry; a key created by a key still may not outlive it."""
+    if expires_at != api_key.expires_at:
+        _check_expiry(expires_at)
+    if api_key.created_by_key is not None:
+        _check_within_parent(
+            parent=api_key.created_by_key, scope=api_key.scope, expires_at=expires_at
+        )
+    api_key.name, api_key.expires_at = name, expires_at
+    api_key.save(update_fields=["name", "expires_at"])
+    return api_key
 
 
 def _check_within_parent(*, parent: ApiKey, scope: str, expires_at: datetime | None) -> None:

@@ -45,8 +45,8 @@ from billing.services.ingest import (
 )
 from contracts.models import Contract
 from core.idempotency import request_fingerprint
-from leasing.selectors.free import free_params
-from leasing.services.allocation import _FREE_GPUS_SQL, _choose
+from leasing.locks import GPUS_SKIP_LOCKED
+from leasing.services.allocation import MAX_PLACEMENT_ATTEMPTS, free_gpus_statement, gpus_choose
 
 # ------------------------------------------------------------------ SQL
 
@@ -270,16 +270,11 @@ def _free(
     exclude: set[int] | None = None,
 ) -> dict[int, list[int]]:
     """The free-GPU statement of leasing.services.allocation, on-demand (may preempt)."""
-    extra = ""
-    if only is not None:
-        extra += "\n  AND g.id = ANY(%(only)s)"
-    if exclude:
-        extra += "\n  AND NOT (g.id = ANY(%(exclude)s))"
-    statement = _FREE_GPUS_SQL.format(extra=extra)
+    statement, params = free_gpus_statement(
+        node_ids, start=start, end=end, may_preempt=True, only=only, exclude=exclude
+    )
     if lock:
-        statement += " FOR UPDATE OF g SKIP LOCKED"
-    params = free_params(start=start, end=end, may_preempt=True)
-    params.update(node_ids=node_ids, only=only or [], exclude=sorted(exclude or ()))
+        statement += GPUS_SKIP_LOCKED  # leasing.locks.free_gpus_skip_locked's claim
     by_node: dict[int, list[int]] = {}
     for gpu_id, node_id in _rows(cursor, statement, params):
         by_node.setdefault(node_id, []).append(gpu_id)
@@ -307,8 +302,8 @@ def _lease_answer(
     node_ids = _pool(cursor, offer)
     busy: set[int] = set()
     chosen: tuple[list[int], str] | None = None
-    for _ in range(16):  # MAX_PLACEMENT_ATTEMPTS of the service
-        choice = _choose(
+    for _ in range(MAX_PLACEMENT_ATTEMPTS):
+        choice = gpus_choose(
             _free(cursor, node_ids, start=start, end=end, lock=False, exclude=busy), count
         )
         if choice is None:

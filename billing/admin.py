@@ -95,11 +95,12 @@ from billing import admin_invoices, admin_ledger  # noqa: E402, F401
 
 @admin.register(BillingRun)
 class BillingRunAdmin(ReadOnlyAdmin):
-    """The log of billing-cycle and delivery runs: counts and failures."""
+    """The log of billing runs: counts, failures, abandoned runs and who picked them up."""
 
     list_display = [
         "id",
         "kind",
+        "outcome",
         "started_at",
         "finished_at",
         "as_of",
@@ -107,9 +108,12 @@ class BillingRunAdmin(ReadOnlyAdmin):
         "drafts_refreshed",
         "finalized",
         "delivered",
+        "picked_up",
+        "picked_up_by",
         "failure_count",
     ]
-    list_filter = ["kind"]
+    list_filter = ["kind", "outcome"]
+    list_select_related = ["picked_up_by"]
     date_hierarchy = "started_at"
 
     @admin.display(description="Failures")

@@ -7,16 +7,13 @@ Imported by billing/admin.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
-from typing import TypeVar
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -39,9 +36,8 @@ from billing.services.cycle import invoice_issue
 from billing.services.delivery import credit_note_email, invoice_deliver, invoice_pdf_present
 from billing.services.documents import credit_note_issue, invoice_void
 from contracts.models import ContractEvent
+from core.admin import ServiceAdminMixin, error_text
 from core.errors import ApplicationError
-
-T = TypeVar("T")
 
 
 def _event_links(admin_site: admin.AdminSite, events: list[ContractEvent]) -> SafeString:
@@ -126,7 +122,7 @@ class CreditNoteForm(forms.Form):
 
 
 @admin.register(Invoice)
-class InvoiceAdmin(ReadOnlyAdmin):
+class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     """Invoices: read-only documents; the actions move them through billing.services."""
 
     list_display = [
@@ -208,21 +204,6 @@ class InvoiceAdmin(ReadOnlyAdmin):
         """Who may run the invoice actions: users allowed to change invoices at all."""
         return request.user.has_perm("billing.change_invoice")
 
-    # ---------------------------------------------------------------- service calls
-
-    def _service_call(self, request: HttpRequest, call: Callable[[], T]) -> T | None:
-        """Run one service call; a domain error becomes an error message and None."""
-        try:
-            with transaction.atomic():
-                return call()
-        except ApplicationError as error:
-            self.message_user(request, f"{error.message} ({error.code})", level=messages.ERROR)
-            return None
-
-    def _actor(self, request: HttpRequest) -> str:
-        """The audit name of the admin user acting."""
-        return f"admin:{request.user}"
-
     def _action_form(
         self,
         request: HttpRequest,
@@ -257,9 +238,9 @@ class InvoiceAdmin(ReadOnlyAdmin):
                     request, f"{invoice} is already {invoice.status}.", level=messages.WARNING
                 )
                 continue
-            done = self._service_call(
+            done = self.service_call(
                 request,
-                partial(invoice_issue, invoice=invoice, actor=self._actor(request)),
+                partial(invoice_issue, invoice=invoice, actor=self.actor(request)),
             )
             if done is not None:
                 self.message_user(
@@ -282,13 +263,13 @@ class InvoiceAdmin(ReadOnlyAdmin):
                 submit="Void",
             )
         for invoice in queryset.order_by("pk"):
-            done = self._service_call(
+            done = self.service_call(
                 request,
                 partial(
                     invoice_void,
                     invoice=invoice,
                     reason=form.cleaned_data["reason"],
-                    actor=self._actor(request),
+                    actor=self.actor(request),
                 ),
             )
             if done is not None:
@@ -308,13 +289,13 @@ class InvoiceAdmin(ReadOnlyAdmin):
         invoice = queryset.get()
         form = CreditNoteForm(request.POST if "apply" in request.POST else None)
         if form.is_valid():
-            note = self._service_call(
+            note = self.service_call(
                 request,
                 lambda: credit_note_issue(
                     invoice=invoice,
                     amount=form.cleaned_data["amount"],
                     reason=form.cleaned_data["reason"],
-                    actor=self._actor(request),
+                    actor=self.actor(request),
                 ),
             )
             if note is not None:
@@ -341,9 +322,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
         try:
             credit_note_email(note=note)
         except ApplicationError as error:
-            self.message_user(
-                request, f"Not e-mailed: {error.message} ({error.code})", level=messages.WARNING
-            )
+            self.message_user(request, f"Not e-mailed: {error_text(error)}", level=messages.WARNING)
         else:
             self.message_user(request, f"E-mailed {note.number}.", level=messages.SUCCESS)
 
@@ -355,7 +334,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
         for invoice in queryset.order_by("pk"):
             # Not wrapped in a transaction: each delivery step commits on its own and the run
             # log must survive a failed step.
-            result = invoice_deliver(invoice_id=invoice.pk, resend=True, actor=self._actor(request))
+            result = invoice_deliver(invoice_id=invoice.pk, resend=True, actor=self.actor(request))
             if result["failures"]:
                 for failure in result["failures"]:
                     self.message_user(

@@ -11,6 +11,6 @@ class BillingConfig(AppConfig):
 
     def ready(self) -> None:
         # The app registry is ready only now: the metrics module imports this app's models.
-        from billing.metrics import business_metrics
+        from billing.metrics import business_metrics  # noqa: PLC0415 (models load after apps)
 
         register_business_metrics(self.label, business_metrics)

@@ -3,13 +3,17 @@
 Within billing: the contract (contracts.locks.contract_lock) → the invoice → the document
 sequence → ledger accounts (the balance trigger, or ledger_accounts_lock). An invoice is locked
 FOR NO KEY UPDATE: its lines, credit notes, events and Stripe records only point at it and can
-be written meanwhile.
+be written meanwhile. Billing-run rows are locked on their own, in a short transaction before a
+run touches any contract, and SKIP LOCKED: a run only ever writes its own row (last, inside
+each invoice's transaction).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from accounts.models import Organization
-from billing.models import DocumentSequence, Invoice, LedgerAccount
+from billing.models import BillingRun, BillingRunOutcome, DocumentSequence, Invoice, LedgerAccount
 
 
 def invoice_lock(invoice: Invoice | int) -> Invoice:
@@ -29,6 +33,35 @@ def document_sequence_lock(*, issuer: Organization, series: str, year: int) -> D
     """
     DocumentSequence.objects.get_or_create(issuer=issuer, series=series, year=year)
     return DocumentSequence.objects.select_for_update().get(issuer=issuer, series=series, year=year)
+
+
+def stale_runs_lock(
+    *, kinds: list[str], started_before: datetime, invoice_id: int | None = None
+) -> list[BillingRun]:
+    """Open runs of these kinds started before the cutoff, locked; rows locked elsewhere skipped.
+
+    A run holds its own row only while it writes its progress, i.e. while it is alive, and two
+    sweeps never wait on each other: each takes the rows the other does not hold.
+    """
+    runs = BillingRun.objects.filter(
+        kind__in=kinds, outcome=BillingRunOutcome.RUNNING, started_at__lt=started_before
+    )
+    if invoice_id is not None:
+        runs = runs.filter(summary__invoice_id=invoice_id)
+    return list(runs.select_for_update(skip_locked=True).order_by("pk"))
+
+
+def abandoned_runs_lock(*, kind: str, invoice_id: int | None = None) -> list[BillingRun]:
+    """Abandoned runs of a kind no run has picked up yet, locked; rows locked elsewhere skipped.
+
+    Two runs starting together never both claim the same abandoned run.
+    """
+    runs = BillingRun.objects.filter(
+        kind=kind, outcome=BillingRunOutcome.ABANDONED, picked_up_by__isnull=True
+    )
+    if invoice_id is not None:
+        runs = runs.filter(summary__invoice_id=invoice_id)
+    return list(runs.select_for_update(skip_locked=True).order_by("pk"))
 
 
 def ledger_accounts_lock(*accounts: LedgerAccount) -> dict[int, LedgerAccount]:

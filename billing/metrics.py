@@ -11,7 +11,7 @@ from django.db.models import Count, F, Func, IntegerField, Max, OuterRef, Q, Sub
 from django.db.models.functions import Coalesce
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from billing.models import BillingRun, BillingRunKind, Invoice, UsageBatch
+from billing.models import BillingRun, BillingRunKind, BillingRunOutcome, Invoice, UsageBatch
 from core.metrics import status_gauge, timestamp_seconds
 from leasing.models import SlaOffering
 
@@ -71,12 +71,23 @@ def _billing_run_metrics() -> list[Metric]:
     runs = CounterMetricFamily("cardhour_billing_runs", "Billing runs, by kind.", labels=["kind"])
     failed = CounterMetricFamily(
         "cardhour_billing_runs_failed",
-        "Billing runs that recorded at least one failure, by kind.",
+        "Billing runs that recorded at least one failure or were abandoned, by kind.",
+        labels=["kind"],
+    )
+    abandoned = CounterMetricFamily(
+        "cardhour_billing_runs_abandoned",
+        "Billing runs left open past BILLING_RUN_TIMEOUT_MINUTES (their worker was killed),"
+        " marked abandoned, by kind.",
+        labels=["kind"],
+    )
+    running = GaugeMetricFamily(
+        "cardhour_billing_runs_running",
+        "Billing runs open now (not completed, not yet marked abandoned), by kind.",
         labels=["kind"],
     )
     last = GaugeMetricFamily(
         "cardhour_billing_run_last_finished_timestamp_seconds",
-        "When the last billing run of the kind finished (0: never).",
+        "When the last billing run of the kind completed (0: never; abandoned runs do not count).",
         labels=["kind"],
     )
     latest_failures = GaugeMetricFamily(
@@ -98,17 +109,21 @@ def _billing_run_metrics() -> list[Metric]:
         .values_list("kind")
         .annotate(
             runs=Count("pk"),
-            failed=Count("pk", filter=~Q(failures=[])),
-            last=Max("finished_at"),
+            failed=Count("pk", filter=~Q(failures=[]) | Q(outcome=BillingRunOutcome.ABANDONED)),
+            abandoned=Count("pk", filter=Q(outcome=BillingRunOutcome.ABANDONED)),
+            running=Count("pk", filter=Q(outcome=BillingRunOutcome.RUNNING)),
+            last=Max("finished_at", filter=Q(outcome=BillingRunOutcome.COMPLETED)),
             latest=latest_run_failures,
         )
     )
     ledger_mismatches = 0
-    for kind, count, failed_count, finished_at, latest in by_kind:
+    for kind, count, failed_count, abandoned_count, running_count, finished_at, latest in by_kind:
         if kind == BillingRunKind.LEDGER:
             ledger_mismatches = latest or 0
         runs.add_metric([kind], float(count))
         failed.add_metric([kind], float(failed_count))
+        abandoned.add_metric([kind], float(abandoned_count))
+        running.add_metric([kind], float(running_count))
         last.add_metric([kind], timestamp_seconds(finished_at))
         latest_failures.add_metric([kind], float(latest or 0))
     failures = CounterMetricFamily(
@@ -135,7 +150,7 @@ def _billing_run_metrics() -> list[Metric]:
         " reconciliation (0: they agree, or it never ran; see the _failures_total by code).",
         value=float(ledger_mismatches),
     )
-    return [runs, failed, last, latest_failures, failures, stripe, ledger]
+    return [runs, failed, abandoned, running, last, latest_failures, failures, stripe, ledger]
 
 
 def _ttft_metrics(now: datetime) -> list[Metric]:

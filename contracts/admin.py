@@ -6,12 +6,12 @@ Every change goes through contracts.services; the admin only collects input and 
 from __future__ import annotations
 
 from datetime import date
+from functools import partial
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -35,6 +35,7 @@ from contracts.services import (
     contract_termination_quote,
     contract_transition,
 )
+from core.admin import ServiceAdminMixin
 from core.errors import ApplicationError
 
 
@@ -158,7 +159,7 @@ class TerminateForm(forms.Form):
 
 
 @admin.register(Contract)
-class ContractAdmin(SimpleHistoryAdmin):
+class ContractAdmin(ServiceAdminMixin[Contract], SimpleHistoryAdmin):
     list_display = [
         "number",
         "lessor",
@@ -214,7 +215,7 @@ class ContractAdmin(SimpleHistoryAdmin):
 
     # Saving goes through the services: create or amend the contract, then set its clauses.
     def save_model(self, request: HttpRequest, obj: Contract, form: Any, change: bool) -> None:
-        actor = f"admin:{request.user}"
+        actor = self.actor(request)
         if not change:
             created = contract_create(
                 lessor=obj.lessor,
@@ -252,25 +253,14 @@ class ContractAdmin(SimpleHistoryAdmin):
             if f.cleaned_data and not f.cleaned_data.get("DELETE")
         ]
         contract = Contract.objects.get(pk=form.instance.pk)
-        contract_amend(
-            contract=contract, changes={}, clauses=clauses, actor=f"admin:{request.user}"
-        )
-
-    def _service_call(self, request: HttpRequest, call: Any) -> Any:
-        try:
-            with transaction.atomic():
-                return call()
-        except ApplicationError as error:
-            self.message_user(request, f"{error.code}: {error.message}", level=messages.ERROR)
-            return None
+        contract_amend(contract=contract, changes={}, clauses=clauses, actor=self.actor(request))
 
     # Admin actions without `permissions` are offered to anyone who may merely view the list.
     @admin.action(description="Activate the selected draft contracts", permissions=["change"])
     def activate_contracts(self, request: HttpRequest, queryset: QuerySet[Contract]) -> None:
         for contract in queryset.order_by("pk"):
-            done = self._service_call(
-                request,
-                lambda c=contract: contract_activate(contract=c, actor=f"admin:{request.user}"),
+            done = self.service_call(
+                request, partial(contract_activate, contract=contract, actor=self.actor(request))
             )
             if done is not None:
                 self.message_user(request, f"{done.number} is now {done.status}.")
@@ -280,9 +270,12 @@ class ContractAdmin(SimpleHistoryAdmin):
         permissions=["change"],
     )
     def flag_insolvency(self, request: HttpRequest, queryset: QuerySet[Contract]) -> None:
-        for contract in queryset.order_by("pk"):
-            contract_flag_insolvency(contract=contract, actor=f"admin:{request.user}")
-        self.message_user(request, f"Flagged {queryset.count()} contract(s).")
+        done = self.service_calls(
+            request,
+            queryset.order_by("pk"),
+            lambda contract: contract_flag_insolvency(contract=contract, actor=self.actor(request)),
+        )
+        self.message_user(request, f"Flagged {done} contract(s).")
 
     # ------------------------------------------------------------ per-contract tools
 
@@ -333,13 +326,13 @@ class ContractAdmin(SimpleHistoryAdmin):
         contract = self._changeable(request, contract_id)
         form = AcceptanceForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
-            result = self._service_call(
+            result = self.service_call(
                 request,
                 lambda: acceptance_run_record(
                     contract=contract,
                     party=AcceptanceSubmitter.OPERATOR,
                     organization=None,
-                    actor=f"admin:{request.user}",
+                    actor=self.actor(request),
                     run_by=str(request.user),
                     **form.cleaned_data,
                 ),
@@ -355,7 +348,7 @@ class ContractAdmin(SimpleHistoryAdmin):
         if request.method == "POST" and form.is_valid():
             party, exit_date = form.cleaned_data["party"], form.cleaned_data["exit_date"]
             if not form.cleaned_data["confirmed"]:
-                quote = self._service_call(
+                quote = self.service_call(
                     request,
                     lambda: contract_termination_quote(
                         contract=contract, party=party, exit_date=exit_date
@@ -367,13 +360,13 @@ class ContractAdmin(SimpleHistoryAdmin):
                     )
                     return self._render(request, contract, "Confirm notice", confirm, quote=quote)
             else:
-                result = self._service_call(
+                result = self.service_call(
                     request,
                     lambda: contract_request_exit(
                         contract=contract,
                         party=party,
                         exit_date=exit_date,
-                        actor=f"admin:{request.user}",
+                        actor=self.actor(request),
                     ),
                 )
                 if result is not None:
@@ -386,21 +379,21 @@ class ContractAdmin(SimpleHistoryAdmin):
         form = TerminateForm(request.POST or None)
         quote = None
         if contract.status != ContractStatus.ENDED and contract.term_end > timezone.now():
-            quote = self._service_call(
+            quote = self.service_call(
                 request,
                 lambda: contract_termination_quote(
                     contract=contract, party=Party.LESSEE, exit_date=timezone.now().date()
                 ),
             )
         if request.method == "POST" and form.is_valid() and form.cleaned_data["confirmed"]:
-            done = self._service_call(
+            done = self.service_call(
                 request,
                 lambda: contract_transition(
                     contract=contract,
                     to_status=ContractStatus.ENDED,
                     end_reason=EndReason.TERMINATED,
                     reason=form.cleaned_data["reason"],
-                    actor=f"admin:{request.user}",
+                    actor=self.actor(request),
                 ),
             )
             if done is not None:

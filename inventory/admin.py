@@ -1,6 +1,7 @@
 """Admin pages: catalog (with a market series page per model), market prices, sites, nodes with
 their GPUs and outages; the market index (sources, fixings) is in inventory.admin_index. Forms
-check the same rules as the API; saves go through the services."""
+ask the services' rules (inventory.rules, the services' `*_errors` / `*_check`); saves and
+deletes go through the services, whose errors core.admin.ServiceAdminMixin shows."""
 
 from __future__ import annotations
 
@@ -19,33 +20,22 @@ from django.utils import timezone
 from django.utils.html import format_html
 from simple_history.admin import SimpleHistoryAdmin
 
+from core.admin import ServiceAdminMixin, add_field_errors, add_service_error
+from core.errors import ApplicationError
 from inventory import selectors, services
-from inventory.choices import PriceTerm
 from inventory.models import Gpu, GpuModel, MarketPrice, Node, Outage, Site
-from inventory.rules import (
-    FieldError,
-    currency_errors,
-    hostname_errors,
-    node_errors,
-    outage_errors,
-    site_errors,
-)
+from inventory.rules import hostname_errors, node_errors, site_errors
 from inventory.schemas import (
     GpuInput,
     MarketPriceObservation,
     NodeInput,
     OutageInput,
     SiteInput,
+    parse,
 )
 from inventory.services.nodes import status_transition_error
 
 SERIES_DAYS = 180
-
-
-def _report(form: forms.BaseForm, errors: Iterable[FieldError]) -> None:
-    """Show rule errors on their fields (or on the form when the field is not on it)."""
-    for error in errors:
-        form.add_error(error.field if error.field in form.fields else None, error.message)
 
 
 def _has(data: dict[str, Any], names: Iterable[str]) -> bool:
@@ -121,39 +111,51 @@ class GpuModelAdmin(admin.ModelAdmin[GpuModel]):
         return TemplateResponse(request, "admin/inventory/gpumodel/market_series.html", context)
 
 
+_OBSERVATION_FIELDS = list(MarketPriceObservation.model_fields)
+
+
 class MarketPriceForm(forms.ModelForm[MarketPrice]):
-    """Checks an observation with the same rules as the API batch."""
+    """Checks an observation with the rules the API batch applies (market_price_errors)."""
 
     class Meta:
         model = MarketPrice
-        fields = [
-            "gpu_model",
-            "observed_on",
-            "term",
-            "price_per_gpu_hour",
-            "currency",
-            "source",
-            "sample_size",
-        ]
+        fields = _OBSERVATION_FIELDS
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        errors: list[FieldError] = []
         if data.get("currency"):
             data["currency"] = data["currency"].upper()
-            errors += currency_errors("currency", data["currency"])
-        price = data.get("price_per_gpu_hour")
-        if price is not None and price <= 0:
-            errors.append(FieldError("price_per_gpu_hour", "price_not_positive", "Must be > 0."))
-        day = data.get("observed_on")
-        if day is not None and day > timezone.now().date():
-            errors.append(FieldError("observed_on", "observed_in_future", "Not in the future."))
-        _report(self, errors)
+        if self.instance.pk is not None:
+            # identity fields are read-only on change: the stored ones are checked
+            data = {**_stored(self.instance), **data}
+        if _has(data, ["gpu_model", "observed_on", "term", "price_per_gpu_hour", "currency"]):
+            try:
+                observation = _observation(data)
+            except ApplicationError as error:  # the batch's shape errors
+                add_service_error(self, error)
+                return data
+            add_field_errors(
+                self,
+                services.market_price_errors(
+                    observation=observation, recorded_by=self.instance.recorded_by
+                ),
+            )
         return data
 
 
+def _stored(price: MarketPrice) -> dict[str, Any]:
+    """An observation's fields as they are on the row (or the unsaved instance)."""
+    return {name: getattr(price, name) for name in _OBSERVATION_FIELDS}
+
+
+def _observation(data: dict[str, Any]) -> MarketPriceObservation:
+    """The observation the admin records, read as the API batch reads one."""
+    fields = {name: data.get(name) for name in _OBSERVATION_FIELDS}
+    return parse(MarketPriceObservation, {**fields, "gpu_model": data["gpu_model"].slug})
+
+
 @admin.register(MarketPrice)
-class MarketPriceAdmin(admin.ModelAdmin[MarketPrice]):
+class MarketPriceAdmin(ServiceAdminMixin[MarketPrice]):
     form = MarketPriceForm
     list_display = [
         "observed_on",
@@ -184,17 +186,9 @@ class MarketPriceAdmin(admin.ModelAdmin[MarketPrice]):
         return ["gpu_model", "observed_on", "term", "currency", "source", "index_source"]
 
     def save_model(self, request: HttpRequest, obj: MarketPrice, form: Any, change: bool) -> None:
-        observation = MarketPriceObservation(
-            gpu_model=obj.gpu_model.slug,
-            observed_on=obj.observed_on,
-            term=PriceTerm(obj.term),
-            price_per_gpu_hour=obj.price_per_gpu_hour,
-            currency=obj.currency,
-            source=obj.source,
-            sample_size=obj.sample_size,
-        )
         recorded = services.market_prices_record(
-            observations=[observation], recorded_by=obj.recorded_by if change else None
+            observations=[_observation(_stored(obj))],
+            recorded_by=obj.recorded_by if change else None,
         )
         obj.pk = recorded.prices[0].pk
 
@@ -211,9 +205,6 @@ class SiteForm(forms.ModelForm[Site]):
         for name in ("country", "power_currency", "opex_currency"):
             if data.get(name):
                 data[name] = data[name].upper()
-        organization = data.get("organization")
-        if organization is not None and not organization.is_provider:
-            self.add_error("organization", "Only provider organizations own sites.")
         names = [
             "country",
             "pue",
@@ -223,12 +214,12 @@ class SiteForm(forms.ModelForm[Site]):
             "opex_currency",
         ]
         if _has(data, names):
-            _report(self, site_errors(**{name: data[name] for name in names}))
+            add_field_errors(self, site_errors(**{name: data[name] for name in names}))
         return data
 
 
 @admin.register(Site)
-class SiteAdmin(SimpleHistoryAdmin):
+class SiteAdmin(ServiceAdminMixin[Site], SimpleHistoryAdmin):
     form = SiteForm
     list_display = ["name", "organization", "country", "city", "region", "tier", "pue"]
     list_filter = ["country", "tier", "organization"]
@@ -245,6 +236,9 @@ class SiteAdmin(SimpleHistoryAdmin):
             return
         fields = SiteInput(**{name: form.cleaned_data[name] for name in SiteInput.model_fields})
         obj.pk = services.site_create(organization=obj.organization, fields=fields).pk
+
+    def delete_model(self, request: HttpRequest, obj: Site) -> None:
+        services.site_delete(site=obj)
 
 
 class GpuInline(admin.TabularInline[Gpu, Node]):
@@ -301,20 +295,20 @@ class NodeForm(forms.ModelForm[Node]):
         data = super().clean() or {}
         if data.get("hostname"):
             data["hostname"] = data["hostname"].strip().lower()
-            _report(self, hostname_errors(data["hostname"]))
+            add_field_errors(self, hostname_errors(data["hostname"]))
         if data.get("capex_currency"):
             data["capex_currency"] = data["capex_currency"].upper()
         if _has(data, NODE_RULE_FIELDS):
-            _report(self, node_errors(**{name: data[name] for name in NODE_RULE_FIELDS}))
+            add_field_errors(self, node_errors(**{name: data[name] for name in NODE_RULE_FIELDS}))
         if self.instance.pk is not None and data.get("status"):
             transition = status_transition_error(self.instance.status, data["status"])
             if transition is not None:
-                _report(self, [transition])
+                add_field_errors(self, [transition])
         return data
 
 
 @admin.register(Node)
-class NodeAdmin(SimpleHistoryAdmin):
+class NodeAdmin(ServiceAdminMixin[Node], SimpleHistoryAdmin):
     form = NodeForm
     list_display = [
         "hostname",
@@ -345,6 +339,9 @@ class NodeAdmin(SimpleHistoryAdmin):
         fields = NodeInput(gpu_model=data["gpu_model"].slug, **values)
         obj.pk = services.node_create(site=data["site"], fields=fields).pk
 
+    def delete_model(self, request: HttpRequest, obj: Node) -> None:
+        services.node_delete(node=obj)
+
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         # The admin's change message reads these; GPUs are never added or deleted here.
         formset.new_objects, formset.deleted_objects, formset.changed_objects = [], [], []
@@ -362,7 +359,8 @@ class NodeAdmin(SimpleHistoryAdmin):
 
 
 class OutageForm(forms.ModelForm[Outage]):
-    """Checks an outage: a real period, a GPU of the node, no overlap."""
+    """Checks an outage as the service does (outage_check): a real period, a GPU of the node, no
+    overlap."""
 
     class Meta:
         model = Outage
@@ -370,30 +368,28 @@ class OutageForm(forms.ModelForm[Outage]):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        node, gpu, start = data.get("node"), data.get("gpu"), data.get("start")
-        if node is None or start is None:
+        node = data.get("node") or (self.instance.node if self.instance.node_id else None)
+        if node is None or not _has(data, ["start", "kind", "cause"]):
             return data
-        errors = outage_errors(start=start, end=data.get("end"))
-        if gpu is not None and gpu.node_id != node.pk:
-            errors.append(FieldError("gpu", "gpu_not_on_node", "Not a GPU of this node."))
-        if not errors:
-            clash = selectors.outage_overlapping(
-                node=node,
-                gpu_id=gpu.pk if gpu else None,
-                start=start,
-                end=data.get("end"),
-                exclude=self.instance.pk,
-            )
-            if clash is not None:
-                errors.append(
-                    FieldError("start", "outage_overlaps", f"Overlaps outage {clash.pk}.")
-                )
-        _report(self, errors)
+        try:
+            fields = _outage_input(data)
+            services.outage_check(node=node, fields=fields, exclude=self.instance.pk)
+        except ApplicationError as error:
+            add_service_error(self, error)
         return data
 
 
+def _outage_input(data: dict[str, Any]) -> OutageInput:
+    """The outage's fields, read as the API reads them."""
+    gpu = data.get("gpu")
+    fields = {name: data.get(name) for name in OutageInput.model_fields}
+    return parse(
+        OutageInput, {**fields, "gpu": gpu.pk if gpu else None, "note": data.get("note") or ""}
+    )
+
+
 @admin.register(Outage)
-class OutageAdmin(admin.ModelAdmin[Outage]):
+class OutageAdmin(ServiceAdminMixin[Outage]):
     form = OutageForm
     list_display = ["node", "gpu", "start", "end", "kind", "cause"]
     list_filter = ["kind", "cause", "node__site"]
@@ -407,20 +403,14 @@ class OutageAdmin(admin.ModelAdmin[Outage]):
         return ["node"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: Outage, form: Any, change: bool) -> None:
-        data = form.cleaned_data
-        gpu = data.get("gpu")
-        values = {
-            "gpu": gpu.pk if gpu else None,
-            "start": data["start"],
-            "end": data.get("end"),
-            "kind": data["kind"],
-            "cause": data["cause"],
-            "note": data.get("note", ""),
-        }
+        fields = _outage_input(form.cleaned_data)
         if change:
-            services.outage_update(outage=obj, changes=values)
+            services.outage_update(outage=obj, changes=fields.model_dump())
             return
-        obj.pk = services.outage_create(node=data["node"], fields=OutageInput(**values)).pk
+        obj.pk = services.outage_create(node=form.cleaned_data["node"], fields=fields).pk
+
+    def delete_model(self, request: HttpRequest, obj: Outage) -> None:
+        services.outage_delete(outage=obj)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Outage]:
         return super().get_queryset(request).select_related("node", "gpu__node")

@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from simple_history.admin import SimpleHistoryAdmin
 
+from core.admin import ServiceAdminMixin, add_field_errors
 from inventory import indexing, services
 from inventory.models import IndexFixing, IndexSource
 from inventory.rules import index_source_errors
@@ -42,19 +43,19 @@ class IndexSourceForm(forms.ModelForm[IndexSource]):
         if self.instance.pk is not None or data.get("kind") is None or data.get("weight") is None:
             return data
         owner = data.get("owner_organization")
-        for error in index_source_errors(
+        errors = index_source_errors(
             kind=data["kind"],
             has_organization=owner is not None,
             organization_is_provider=owner is not None and owner.is_provider,
             owner_name=data.get("owner_name", ""),
             weight=data["weight"],
-        ):
-            self.add_error(error.field if error.field in self.fields else None, error.message)
+        )
+        add_field_errors(self, errors)
         return data
 
 
 @admin.register(IndexSource)
-class IndexSourceAdmin(SimpleHistoryAdmin):
+class IndexSourceAdmin(ServiceAdminMixin[IndexSource], SimpleHistoryAdmin):
     form = IndexSourceForm
     list_display = [
         "name",
@@ -115,12 +116,15 @@ class IndexSourceAdmin(SimpleHistoryAdmin):
         obj.pk = services.index_source_register(fields=fields, registered_by=request.user).pk
 
     def _set_active(self, request: HttpRequest, queryset: QuerySet[IndexSource], on: bool) -> None:
-        for source in queryset.order_by("pk"):
-            services.index_source_update(
+        done = self.service_calls(
+            request,
+            queryset.order_by("pk"),
+            lambda source: services.index_source_update(
                 source=source, changes=IndexSourceChanges(is_active=on), changed_by=request.user
-            )
+            ),
+        )
         state = "active" if on else "inactive"
-        self.message_user(request, f"{queryset.count()} source(s) {state}.", messages.SUCCESS)
+        self.message_user(request, f"{done} source(s) {state}.", messages.SUCCESS)
 
     @admin.action(description="Deactivate the selected sources (they stop counting)")
     def deactivate(self, request: HttpRequest, queryset: QuerySet[IndexSource]) -> None:

@@ -1,9 +1,11 @@
 """Admin for offers, SLA offerings and their subscriptions, and quote shortfalls: list filters,
 search, and the same rules as the API.
 
-The lead adds leases, allocations and acceptance runs to this module. Publishing and pausing go
-through leasing.services; the forms ask the services' rule functions, so a bad ladder or clause
-set (or a bad subscription link) is refused here with the same wording as in the API.
+Saving, deleting, publishing and pausing go through leasing.services.offers (offer_create /
+offer_update / offer_delete and their SLA-offering twins); the forms ask the services' rule
+functions, so a bad ladder or clause set (or a bad subscription link) is refused here with the
+same wording as in the API, and what only the service knows (whose site, which nodes) comes back
+as a form error through core.admin.ServiceAdminMixin.
 """
 
 from __future__ import annotations
@@ -12,17 +14,23 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from simple_history.admin import SimpleHistoryAdmin
 
+from core.admin import ServiceAdminMixin, add_field_errors, add_service_error
 from core.errors import ApplicationError
 from leasing.choices import OfferStatus
 from leasing.models import Offer, QuoteShortfall, SlaOffering, SlaSubscription
 from leasing.services.offers import (
+    OFFER_FIELDS,
+    SLA_OFFERING_FIELDS,
+    offer_create,
+    offer_delete,
     offer_update,
     offer_validate_terms,
+    sla_offering_create,
+    sla_offering_delete,
     sla_offering_update,
     sla_offering_validate_terms,
     sla_subscription_check,
@@ -30,15 +38,12 @@ from leasing.services.offers import (
 )
 
 
-def _raise_field_errors(errors: list[Any], fields: set[str]) -> None:
-    """Turn service FieldErrors into a form ValidationError keyed by form field."""
-    if not errors:
-        return
-    by_field: dict[str, list[str]] = {}
-    for error in errors:
-        name = error.field.split(".", 1)[0]
-        by_field.setdefault(name if name in fields else "__all__", []).append(error.message)
-    raise ValidationError(by_field)
+def _changes(form: forms.ModelForm[Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The changed fields the service takes (the pool as node ids)."""
+    changes = {name: form.cleaned_data[name] for name in form.changed_data if name in names}
+    if "nodes" in form.changed_data:
+        changes["nodes"] = [node.pk for node in form.cleaned_data["nodes"]]
+    return changes
 
 
 _OFFER_TERMS = (
@@ -69,24 +74,12 @@ class OfferForm(forms.ModelForm[Offer]):
             terms["min_term_hours"] = terms["min_term_hours"] or 1
             if terms["available_from"] is None:
                 terms.pop("available_from")
-            _raise_field_errors(offer_validate_terms(terms), set(self.fields))
-        site, model, nodes = cleaned.get("site"), cleaned.get("gpu_model"), cleaned.get("nodes")
-        provider = cleaned.get("provider")
-        if site is not None and provider is not None and site.organization_id != provider.pk:
-            raise ValidationError({"site": "The site belongs to another provider."})
-        if site is not None and model is not None and nodes:
-            outside = [
-                n.hostname for n in nodes if n.site_id != site.pk or n.gpu_model_id != model.pk
-            ]
-            if outside:
-                raise ValidationError(
-                    {"nodes": f"Not {model.slug} nodes of {site}: {', '.join(outside)}."}
-                )
+            add_field_errors(self, offer_validate_terms(terms))
         return cleaned
 
 
 @admin.register(Offer)
-class OfferAdmin(SimpleHistoryAdmin):
+class OfferAdmin(ServiceAdminMixin[Offer], SimpleHistoryAdmin):
     """Card-hour offers by provider, place, model and status; publish or pause in bulk."""
 
     form = OfferForm
@@ -117,11 +110,41 @@ class OfferAdmin(SimpleHistoryAdmin):
     readonly_fields = ["created_at", "updated_at"]
     date_hierarchy = "available_from"
     actions = ["publish", "pause"]
+    service_saves_many_to_many = True  # the nodes
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # An offer stays with its provider; another provider's offer is a new offer.
+        return [*self.readonly_fields, *(["provider"] if obj is not None else [])]
+
+    def save_model(self, request: HttpRequest, obj: Offer, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            changes = _changes(form, OFFER_FIELDS)
+            if "site" in form.changed_data:
+                changes["site"] = data["site"].pk
+            if "gpu_model" in form.changed_data:
+                changes["gpu_model"] = data["gpu_model"].slug
+            offer_update(offer=obj, changes=changes)
+            return
+        terms = {name: data[name] for name in OFFER_FIELDS if data.get(name) is not None}
+        obj.pk = offer_create(
+            provider=data["provider"],
+            site_id=data["site"].pk,
+            gpu_model=data["gpu_model"].slug,
+            nodes=[node.pk for node in data["nodes"]],
+            **terms,
+        ).pk
+
+    def delete_model(self, request: HttpRequest, obj: Offer) -> None:
+        offer_delete(offer=obj)
 
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Offer], status: str) -> None:
-        for offer in queryset:
-            offer_update(offer=offer, changes={"status": status})
-        self.message_user(request, f"{queryset.count()} offer(s) {status}.", messages.SUCCESS)
+        done = self.service_calls(
+            request,
+            queryset.order_by("pk"),
+            lambda offer: offer_update(offer=offer, changes={"status": status}),
+        )
+        self.message_user(request, f"{done} offer(s) {status}.", messages.SUCCESS)
 
     @admin.action(description="Publish the selected offers", permissions=["change"])
     def publish(self, request: HttpRequest, queryset: QuerySet[Offer]) -> None:
@@ -156,12 +179,7 @@ class SlaOfferingForm(forms.ModelForm[SlaOffering]):
         if all(cleaned.get(name) is not None for name in required):
             terms = {name: cleaned[name] for name in required}
             terms["contract_template"] = cleaned.get("contract_template") or []
-            _raise_field_errors(sla_offering_validate_terms(terms), set(self.fields))
-        provider, nodes = cleaned.get("provider"), cleaned.get("nodes")
-        if provider is not None and nodes:
-            foreign = [n.hostname for n in nodes if n.site.organization_id != provider.pk]
-            if foreign:
-                raise ValidationError({"nodes": f"Not the provider's nodes: {', '.join(foreign)}."})
+            add_field_errors(self, sla_offering_validate_terms(terms))
         return cleaned
 
 
@@ -188,7 +206,7 @@ class SlaSubscriptionInline(admin.TabularInline[SlaSubscription, SlaOffering]):
 
 
 @admin.register(SlaOffering)
-class SlaOfferingAdmin(SimpleHistoryAdmin):
+class SlaOfferingAdmin(ServiceAdminMixin[SlaOffering], SimpleHistoryAdmin):
     """Token-priced inference offerings by provider, currency and status."""
 
     form = SlaOfferingForm
@@ -212,16 +230,41 @@ class SlaOfferingAdmin(SimpleHistoryAdmin):
     readonly_fields = ["created_at", "updated_at"]
     inlines = [SlaSubscriptionInline]
     actions = ["publish", "pause"]
+    service_saves_many_to_many = True  # the nodes
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.readonly_fields, *(["provider"] if obj is not None else [])]
+
+    def save_model(self, request: HttpRequest, obj: SlaOffering, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        if change:
+            sla_offering_update(offering=obj, changes=_changes(form, SLA_OFFERING_FIELDS))
+            return
+        fields = {name: data[name] for name in SLA_OFFERING_FIELDS if data.get(name) is not None}
+        obj.pk = sla_offering_create(
+            provider=data["provider"], nodes=[node.pk for node in data["nodes"]], **fields
+        ).pk
+
+    def delete_model(self, request: HttpRequest, obj: SlaOffering) -> None:
+        sla_offering_delete(offering=obj)
+
+    def _set_status(
+        self, request: HttpRequest, queryset: QuerySet[SlaOffering], status: str
+    ) -> None:
+        done = self.service_calls(
+            request,
+            queryset.order_by("pk"),
+            lambda offering: sla_offering_update(offering=offering, changes={"status": status}),
+        )
+        self.message_user(request, f"{done} SLA offering(s) {status}.", messages.SUCCESS)
 
     @admin.action(description="Publish the selected SLA offerings", permissions=["change"])
     def publish(self, request: HttpRequest, queryset: QuerySet[SlaOffering]) -> None:
-        for offering in queryset:
-            sla_offering_update(offering=offering, changes={"status": OfferStatus.PUBLISHED})
+        self._set_status(request, queryset, OfferStatus.PUBLISHED)
 
     @admin.action(description="Pause the selected SLA offerings", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[SlaOffering]) -> None:
-        for offering in queryset:
-            sla_offering_update(offering=offering, changes={"status": OfferStatus.PAUSED})
+        self._set_status(request, queryset, OfferStatus.PAUSED)
 
 
 class SlaSubscriptionForm(forms.ModelForm[SlaSubscription]):
@@ -238,12 +281,12 @@ class SlaSubscriptionForm(forms.ModelForm[SlaSubscription]):
             try:
                 sla_subscription_check(offering=offering, contract=contract)
             except ApplicationError as error:
-                raise ValidationError(error.message, code=error.code) from error
+                add_service_error(self, error)
         return cleaned
 
 
 @admin.register(SlaSubscription)
-class SlaSubscriptionAdmin(admin.ModelAdmin[SlaSubscription]):
+class SlaSubscriptionAdmin(ServiceAdminMixin[SlaSubscription]):
     """Operators link token-SLA contracts to SLA offerings; a link is never edited afterwards."""
 
     form = SlaSubscriptionForm
@@ -255,6 +298,9 @@ class SlaSubscriptionAdmin(admin.ModelAdmin[SlaSubscription]):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return ["offering", "contract", "created_at"] if obj is not None else []
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a contract's link to its offering is kept; no service removes it
 
     def save_model(
         self, request: HttpRequest, obj: SlaSubscription, form: Any, change: bool

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -24,7 +23,7 @@ from django.utils.html import format_html
 from contracts.choices import AcceptanceRunStatus
 from contracts.models import AcceptanceRun
 from contracts.selectors import acceptance_run_attestation
-from core.errors import ApplicationError
+from core.admin import ServiceAdminMixin
 from leasing.services.acceptance import lease_acceptance_dispute_decide
 
 DECIDE_PERMISSION = "contracts.change_acceptancerun"
@@ -44,7 +43,7 @@ class DecisionForm(forms.Form):
 
 
 @admin.register(AcceptanceRun)
-class AcceptanceRunAdmin(admin.ModelAdmin[AcceptanceRun]):
+class AcceptanceRunAdmin(ServiceAdminMixin[AcceptanceRun]):
     """Acceptance runs, read-only; disputed claims link to the decision page."""
 
     list_display = [
@@ -114,17 +113,17 @@ class AcceptanceRunAdmin(admin.ModelAdmin[AcceptanceRun]):
         )
         form = DecisionForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
-            try:
-                with transaction.atomic():
-                    decided, outcome = lease_acceptance_dispute_decide(
-                        run=run,
-                        passed=form.cleaned_data["verdict"] == "pass",
-                        reason=form.cleaned_data["reason"],
-                        actor=f"admin:{request.user}",
-                    )
-            except ApplicationError as error:
-                self.message_user(request, f"{error.code}: {error.message}", messages.ERROR)
-            else:
+            result = self.service_call(
+                request,
+                lambda: lease_acceptance_dispute_decide(
+                    run=run,
+                    passed=form.cleaned_data["verdict"] == "pass",
+                    reason=form.cleaned_data["reason"],
+                    actor=self.actor(request),
+                ),
+            )
+            if result is not None:
+                decided, outcome = result
                 self.message_user(request, f"Run {decided.pk} decided. {outcome.explanation}")
                 return HttpResponseRedirect(
                     reverse("admin:contracts_acceptancerun_change", args=[decided.pk])

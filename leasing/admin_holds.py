@@ -8,16 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
 from django.http import HttpRequest
 from simple_history.admin import SimpleHistoryAdmin
 
+from core.admin import ServiceAdminMixin
 from leasing.models import HoldLimit
 from leasing.services.holds import hold_limit_clear, hold_limit_set
 
 
 @admin.register(HoldLimit)
-class HoldLimitAdmin(SimpleHistoryAdmin):
+class HoldLimitAdmin(ServiceAdminMixin[HoldLimit], SimpleHistoryAdmin):
     list_display = ["organization", "max_gpus", "max_active", "max_per_hour", "updated_at"]
     search_fields = ["organization__name", "organization__slug"]
     list_select_related = ["organization"]
@@ -34,13 +34,9 @@ class HoldLimitAdmin(SimpleHistoryAdmin):
             max_active=obj.max_active,
             max_per_hour=obj.max_per_hour,
             reason=obj.reason,
-            actor=f"admin:{request.user}",
+            actor=self.actor(request),
         )
         obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: HoldLimit) -> None:
-        hold_limit_clear(organization=obj.organization, actor=f"admin:{request.user}")
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[HoldLimit]) -> None:
-        for limit in queryset.select_related("organization"):
-            hold_limit_clear(organization=limit.organization, actor=f"admin:{request.user}")
+        hold_limit_clear(organization=obj.organization, actor=self.actor(request))

@@ -137,6 +137,12 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # leases are made through holds, quotes or offers (the API)
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a lease ends through leasing.services, its history stays
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # read-only: saving the page would write the row past the services
+
     @admin.display(description="Acceptance runs")
     def acceptance_runs(self, lease: Lease) -> str:
         runs = AcceptanceRun.objects.filter(contract_id=lease.contract_id).order_by("ran_at")
@@ -161,6 +167,12 @@ class HoldAdmin(admin.ModelAdmin[Hold]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a hold is released or expires through leasing.services
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # read-only: saving the page would write the row past the services
+
 
 @admin.register(Allocation)
 class AllocationAdmin(admin.ModelAdmin[Allocation]):
@@ -182,6 +194,12 @@ class AllocationAdmin(admin.ModelAdmin[Allocation]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # allocations are placed and released by leasing.services
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # read-only: saving the page would write the row past the services
 
     def get_urls(self) -> list[URLPattern]:
         calendar = path(

@@ -62,6 +62,10 @@ def gpus_lock(gpu_ids: Iterable[int]) -> list[int]:
     )
 
 
+# Appended to a free-GPU read (`g` is inventory_gpu) to claim its rows without waiting.
+GPUS_SKIP_LOCKED = " FOR UPDATE OF g SKIP LOCKED"
+
+
 def free_gpus_skip_locked(sql: str, params: Mapping[str, Any]) -> list[tuple[int, int]]:
     """Run a free-GPU read (`g` is inventory_gpu) locking its rows FOR UPDATE SKIP LOCKED.
 
@@ -69,7 +73,7 @@ def free_gpus_skip_locked(sql: str, params: Mapping[str, Any]) -> list[tuple[int
     so the caller chooses again without it. Never waits, so it cannot take part in a deadlock.
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql + " FOR UPDATE OF g SKIP LOCKED", params)
+        cursor.execute(sql + GPUS_SKIP_LOCKED, params)
         return [(gpu_id, node_id) for gpu_id, node_id in cursor.fetchall()]
 
 

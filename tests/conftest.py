@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from accounts.choices import KeyScope
 from accounts.models import Organization
 from accounts.services import api_key_create
+from config.celery import app
 from tests.factories import OperatorFactory, OrganizationFactory, ProviderFactory
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,8 +92,6 @@ def celery_worker_process(django_db_setup: None, django_db_blocker: object) -> I
         shutil.rmtree(settings.CELERY_DIR / "queue", ignore_errors=True)
         (settings.CELERY_DIR / "queue").mkdir(parents=True, exist_ok=True)
     else:
-        from config.celery import app
-
         app.control.purge()
     process = subprocess.Popen(
         [

@@ -306,12 +306,30 @@ class BillingRunKind(models.TextChoices):
     LEDGER = "ledger", "Ledger reconciliation"
 
 
+class BillingRunOutcome(models.TextChoices):
+    """How a billing run ended: still running, completed, or abandoned by a killed worker."""
+
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    ABANDONED = "abandoned", "Abandoned"
+
+
 class BillingRun(models.Model):
-    """A log row per billing job run: what it looked at, what it made, what failed."""
+    """A log row per billing job run: what it looked at, what it made, what failed.
+
+    The counts and the summary are written in the transaction of each invoice, so a run whose
+    worker was killed still says what it committed; past BILLING_RUN_TIMEOUT_MINUTES an open run
+    is marked abandoned, and the next run of its kind names it in `picked_up_from`.
+    """
 
     kind = models.CharField(max_length=16, choices=BillingRunKind.choices)
+    outcome = models.CharField(
+        max_length=16, choices=BillingRunOutcome.choices, default=BillingRunOutcome.RUNNING
+    )
     started_at = models.DateTimeField(db_index=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it completed, or when it was marked abandoned."
+    )
     as_of = models.DateTimeField(help_text="The clock the run billed against.")
     drafts_created = models.PositiveIntegerField(default=0)
     drafts_refreshed = models.PositiveIntegerField(default=0)
@@ -319,9 +337,47 @@ class BillingRun(models.Model):
     delivered = models.PositiveIntegerField(default=0)
     failures = models.JSONField(default=list, blank=True)
     summary = models.JSONField(default=dict, blank=True)
+    picked_up = models.PositiveIntegerField(
+        default=0,
+        help_text="Invoices of this run's work that abandoned runs of its kind had been due to do.",
+    )
+    picked_up_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="picked_up_from",
+        help_text="The run of the same kind that took over the work of this abandoned run.",
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
+        constraints = [
+            # Open exactly while running: a completed or abandoned run says when.
+            models.CheckConstraint(
+                condition=(Q(outcome=BillingRunOutcome.RUNNING) & Q(finished_at__isnull=True))
+                | (
+                    Q(outcome__in=[BillingRunOutcome.COMPLETED, BillingRunOutcome.ABANDONED])
+                    & Q(finished_at__isnull=False)
+                ),
+                name="billing_run_outcome_matches_finished_at",
+            ),
+            models.CheckConstraint(
+                condition=Q(picked_up_by__isnull=True) | Q(outcome=BillingRunOutcome.ABANDONED),
+                name="billing_run_picked_up_only_when_abandoned",
+            ),
+            models.CheckConstraint(
+                condition=~Q(picked_up_by=F("pk")), name="billing_run_not_picked_up_by_itself"
+            ),
+        ]
+        indexes = [
+            # The timeout's sweep looks only at open runs.
+            models.Index(
+                fields=["kind", "started_at"],
+                condition=Q(outcome=BillingRunOutcome.RUNNING),
+                name="billing_run_open_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} run {self.pk} @ {self.started_at:%Y-%m-%d %H:%M}"

@@ -24,7 +24,6 @@ from django.utils import timezone
 
 from billing.locks import invoice_lock
 from billing.models import (
-    BillingRun,
     BillingRunKind,
     CreditNote,
     Invoice,
@@ -40,6 +39,7 @@ from billing.rendering import (
     invoice_text,
 )
 from billing.services.documents import invoice_transition
+from billing.services.runs import billing_run_complete, billing_run_open, billing_run_record
 from billing.services.stripe import stripe_enabled, stripe_invoice_push
 from core.errors import ApplicationError, Conflict, SemanticError
 
@@ -233,22 +233,26 @@ def invoice_deliver(
     unreachable), is written there too and re-raised, so the task can retry.
     """
     now = now or timezone.now()
-    run = BillingRun.objects.create(
-        kind=BillingRunKind.DELIVERY,
-        started_at=timezone.now(),
-        as_of=now,
-        summary={"invoice_id": invoice_id},
+    # Takes over the invoice's delivery runs that were left open past the timeout.
+    run, taken = billing_run_open(
+        kind=BillingRunKind.DELIVERY, as_of=now, summary={"invoice_id": invoice_id}
     )
+    run.picked_up = 1 if taken else 0
     steps: dict[str, str] = {}
     step = "load"
+
+    def progress(name: str, outcome: str) -> None:
+        """Note a finished step on the run's row at once (a killed run still shows it)."""
+        steps[name] = outcome
+        run.summary = {**run.summary, "steps": steps}
+        billing_run_record(run=run, fields=["summary"])
 
     def finish(failure: dict[str, Any] | None = None) -> dict[str, Any]:
         """Close the run row (with the failure, if any) and return the caller's summary."""
         if failure is not None:
             run.failures = [*run.failures, {"invoice_id": invoice_id, "step": step, **failure}]
         run.summary = {**run.summary, "steps": steps}
-        run.finished_at = timezone.now()
-        run.save(update_fields=["failures", "summary", "finished_at", "delivered"])
+        billing_run_complete(run=run, fields=["failures", "summary", "delivered", "picked_up"])
         return {
             "run_id": run.pk,
             "invoice_id": invoice_id,
@@ -260,16 +264,17 @@ def invoice_deliver(
         invoice = Invoice.objects.select_related("customer", "issuer").get(pk=invoice_id)
         run.summary["number"] = invoice.number
         step = "pdf"
-        steps["pdf"] = "present" if invoice_pdf_present(invoice) else "stored"
+        present = invoice_pdf_present(invoice)
         invoice = invoice_pdf_store(invoice=invoice)
+        progress("pdf", "present" if present else "stored")
         step = "email"
         if invoice.emailed_at and not resend:
-            steps["email"] = "already_sent"
+            progress("email", "already_sent")
         else:
             invoice = invoice_email(invoice=invoice, now=now, resend=resend, actor=actor)
-            steps["email"] = "sent"
+            progress("email", "sent")
         step = "stripe"
-        steps["stripe"] = _stripe_step(invoice, now=now)
+        progress("stripe", _stripe_step(invoice, now=now))
     except ApplicationError as error:
         logger.warning("delivery of invoice %s stopped at %s: %s", invoice_id, step, error.code)
         result = finish({"code": error.code, "message": error.message})

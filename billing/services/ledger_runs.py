@@ -22,6 +22,7 @@ from billing.models import (
     ISSUED_STATUSES,
     BillingRun,
     BillingRunKind,
+    BillingRunOutcome,
     CreditNote,
     Invoice,
     InvoiceStatus,
@@ -105,6 +106,7 @@ def ledger_reconciliation_run(*, now: datetime | None = None) -> BillingRun:
     failures = [_failure(mismatch) for mismatch in mismatches]
     run = BillingRun.objects.create(
         kind=BillingRunKind.LEDGER,
+        outcome=BillingRunOutcome.COMPLETED,  # written once, when it is done
         started_at=started,
         finished_at=timezone.now(),
         as_of=now,

@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from billing.models import BillingRun, BillingRunKind
+from billing.models import BillingRun, BillingRunKind, BillingRunOutcome
 from billing.selectors.reconciliation import UsageReconciliation, usage_reconciliation
 from core.text import counted
 
@@ -62,6 +62,7 @@ def usage_reconciliation_run(
     with transaction.atomic():
         run = BillingRun.objects.create(
             kind=BillingRunKind.RECONCILIATION,
+            outcome=BillingRunOutcome.COMPLETED,  # written once, when it is done
             started_at=started,
             finished_at=timezone.now(),
             as_of=now,

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import mark_safe
 
 from billing.admin import ReadOnlyMixin
-from core.errors import ApplicationError
+from core.admin import ServiceAdminMixin
 from economics.admin.display import (
     NOT_AVAILABLE,
     MonthRow,
@@ -32,7 +32,7 @@ from economics.services.assets import asset_economics_refresh
 
 
 @admin.register(AssetEconomics)
-class AssetEconomicsAdmin(ReadOnlyMixin, admin.ModelAdmin[AssetEconomics]):
+class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
     """The fleet by payback (paid back first, then soonest projected), and one asset's page:
     chart, payback summary and the monthly table. Read-only but for the recompute action."""
 
@@ -174,11 +174,10 @@ class AssetEconomicsAdmin(ReadOnlyMixin, admin.ModelAdmin[AssetEconomics]):
     def recompute_economics(self, request: HttpRequest, queryset: QuerySet[AssetEconomics]) -> None:
         """Recompute the selected nodes' months and payback now instead of tonight."""
         node_ids = sorted(queryset.values_list("pk", flat=True))
-        try:
-            nodes, months, unattributed = asset_economics_refresh(node_ids=node_ids)
-        except ApplicationError as error:
-            self.message_user(request, f"{error.message} ({error.code})", level=messages.ERROR)
+        result = self.service_call(request, lambda: asset_economics_refresh(node_ids=node_ids))
+        if result is None:
             return
+        nodes, months, unattributed = result
         self.message_user(
             request,
             f"Recomputed the economics of {nodes} node(s): {months} month(s).",

@@ -7,9 +7,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from core.admin import ServiceAdminMixin, add_field_errors
 from economics.models import FxRate
 from economics.services.fx import (
     FxRateInput,
@@ -42,13 +42,12 @@ class FxRateForm(forms.ModelForm[FxRate]):
                 quote_currency=data["quote_currency"],
                 rate=data["rate"],
             )
-            for error in errors:
-                self.add_error(error.field if error.field in self.fields else None, error.message)
+            add_field_errors(self, errors)
         return data
 
 
 @admin.register(FxRate)
-class FxRateAdmin(admin.ModelAdmin[FxRate]):
+class FxRateAdmin(ServiceAdminMixin[FxRate]):
     """Operators record, correct and remove FX rates through economics.services.fx; the economics
     job converts with the latest rate valid at each month's end from its next run on."""
 
@@ -90,7 +89,3 @@ class FxRateAdmin(admin.ModelAdmin[FxRate]):
 
     def delete_model(self, request: HttpRequest, obj: FxRate) -> None:
         fx_rate_delete(fx_rate=obj, deleted_by_organization=None)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[FxRate]) -> None:
-        for fx_rate in queryset.order_by("pk"):
-            fx_rate_delete(fx_rate=fx_rate, deleted_by_organization=None)

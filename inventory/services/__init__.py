@@ -12,9 +12,18 @@ from inventory.services.index import (
     index_source_register,
     index_source_update,
 )
-from inventory.services.market import MarketPricesRecorded, market_prices_record
+from inventory.services.market import (
+    MarketPricesRecorded,
+    market_price_errors,
+    market_prices_record,
+)
 from inventory.services.nodes import node_create, node_delete, node_update
-from inventory.services.outages import outage_create, outage_delete, outage_update
+from inventory.services.outages import (
+    outage_check,
+    outage_create,
+    outage_delete,
+    outage_update,
+)
 from inventory.services.sites import site_create, site_delete, site_update
 
 __all__ = [
@@ -27,11 +36,13 @@ __all__ = [
     "index_fixings_compute",
     "index_source_register",
     "index_source_update",
+    "market_price_errors",
     "market_prices_record",
     "node_create",
     "node_delete",
     "node_update",
     "nodes_import",
+    "outage_check",
     "outage_create",
     "outage_delete",
     "outage_update",

@@ -115,6 +115,18 @@ def _observation_errors(
     return errors
 
 
+def market_price_errors(
+    *, observation: MarketPriceObservation, recorded_by: Organization | None
+) -> list[FieldError]:
+    """Every rule one observation breaks, as the batch would report it (the admin form asks)."""
+    known = bool(gpu_models_by_slug([observation.gpu_model]))
+    sources = _SourceFinder(observations=[observation], recorded_by=recorded_by)
+    return [
+        *_observation_errors(observation, known=known, today=timezone.now().date()),
+        *sources.errors(observation),
+    ]
+
+
 @transaction.atomic
 def market_prices_record(
     *,

@@ -17,7 +17,8 @@ from inventory.selectors import outage_overlapping
 _OUTAGE_FIELDS = list(OutageInput.model_fields)
 
 
-def _check(node: Node, fields: OutageInput, *, exclude: int | None = None) -> None:
+def outage_check(*, node: Node, fields: OutageInput, exclude: int | None = None) -> None:
+    """Raise the refusal outage_create/outage_update give these fields (the admin form asks)."""
     raise_if_any(outage_errors(start=fields.start, end=fields.end))
     if fields.gpu is not None and not Gpu.objects.filter(pk=fields.gpu, node=node).exists():
         raise ValidationFailed(
@@ -56,7 +57,7 @@ def _save(outage: Outage, update_fields: list[str] | None = None) -> Outage:
 def outage_create(*, node: Node, fields: OutageInput) -> Outage:
     """Record an outage of a node or of one of its GPUs."""
     node = node_lock(node.pk)
-    _check(node, fields)
+    outage_check(node=node, fields=fields)
     return _save(Outage(node=node, gpu_id=fields.gpu, **fields.model_dump(exclude={"gpu"})))
 
 
@@ -68,7 +69,7 @@ def outage_update(*, outage: Outage, changes: Mapping[str, Any]) -> Outage:
     current = {name: getattr(outage, name) for name in _OUTAGE_FIELDS if name != "gpu"}
     current["gpu"] = outage.gpu_id
     fields = parse(OutageInput, {**current, **changes})
-    _check(node, fields, exclude=outage.pk)
+    outage_check(node=node, fields=fields, exclude=outage.pk)
     changed = [name for name in _OUTAGE_FIELDS if getattr(fields, name) != current[name]]
     if not changed:
         return outage

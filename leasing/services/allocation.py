@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
@@ -87,7 +88,7 @@ def expired_holds_release(*, now: datetime) -> int:
 
 # Free GPUs of some nodes for a window, by the one rule of leasing.selectors.free; {extra} takes
 # the optional "only" / "exclude" conditions (leasing.locks.free_gpus_skip_locked claims them).
-_FREE_GPUS_SQL = f"""
+FREE_GPUS_SQL = f"""
 SELECT g.id, g.node_id
 FROM inventory_gpu g
 JOIN inventory_node n ON n.id = g.node_id
@@ -95,6 +96,26 @@ WHERE g.node_id = ANY(%(node_ids)s)
   AND {FREE_GPU_CONDITION}{{extra}}
 ORDER BY g.node_id, g.index
 """
+
+
+def free_gpus_statement(
+    node_ids: list[int],
+    *,
+    start: datetime,
+    end: datetime,
+    may_preempt: bool,
+    only: list[int] | None = None,
+    exclude: set[int] | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """The free-GPU read of placement and its parameters (bench/bare.py replays it bare)."""
+    extra = ""
+    if only is not None:
+        extra += "\n  AND g.id = ANY(%(only)s)"
+    if exclude:
+        extra += "\n  AND NOT (g.id = ANY(%(exclude)s))"
+    params = free_params(start=start, end=end, may_preempt=may_preempt)
+    params.update(node_ids=node_ids, only=only or [], exclude=sorted(exclude or ()))
+    return FREE_GPUS_SQL.format(extra=extra), params
 
 
 def free_gpus(
@@ -108,14 +129,9 @@ def free_gpus(
     exclude: set[int] | None = None,
 ) -> dict[int, list[int]]:
     """Free GPU ids per node; with lock, the rows are locked and ones busy elsewhere skipped."""
-    extra = ""
-    if only is not None:
-        extra += "\n  AND g.id = ANY(%(only)s)"
-    if exclude:
-        extra += "\n  AND NOT (g.id = ANY(%(exclude)s))"
-    sql = _FREE_GPUS_SQL.format(extra=extra)
-    params = free_params(start=start, end=end, may_preempt=may_preempt)
-    params.update(node_ids=node_ids, only=only or [], exclude=sorted(exclude or ()))
+    sql, params = free_gpus_statement(
+        node_ids, start=start, end=end, may_preempt=may_preempt, only=only, exclude=exclude
+    )
     if lock:
         rows = free_gpus_skip_locked(sql, params)
     else:
@@ -136,7 +152,7 @@ def free_gpu_count(offer: Offer, *, start: datetime, end: datetime, may_preempt:
     return sum(len(ids) for ids in free.values())
 
 
-def _choose(free: dict[int, list[int]], count: int) -> tuple[list[int], str] | None:
+def gpus_choose(free: dict[int, list[int]], count: int) -> tuple[list[int], str] | None:
     """One node when the count fits one (the tightest fit), else the fullest nodes of the site."""
     fitting = [node for node, ids in free.items() if len(ids) >= count]
     if fitting:
@@ -270,7 +286,7 @@ def place(
         free = free_gpus(
             node_ids, start=start, end=end, may_preempt=False, lock=False, exclude=busy_elsewhere
         )
-        choice = _choose(free, count)
+        choice = gpus_choose(free, count)
         to_cut: list[int] = []
         if choice is None and may_preempt:
             preemption = _cheapest_preemption(

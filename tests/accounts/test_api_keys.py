@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -175,8 +176,6 @@ def test_the_create_api_key_command_prints_a_working_key(customer, capsys):
 
 
 def test_the_create_api_key_command_rejects_an_unknown_org():
-    from django.core.management.base import CommandError
-
     with pytest.raises(CommandError, match="No organization"):
         call_command("create_api_key", "--org", "nope")
 
@@ -245,6 +244,29 @@ def test_keys_record_the_key_that_created_them_in_the_api_and_the_admin(customer
     page = client.get(f"/admin/accounts/apikey/{child.pk}/change/").content.decode()
     assert "Created by key" in page and str(parent.api_key) in page
     assert str(parent.api_key) in client.get("/admin/accounts/apikey/").content.decode()
+
+
+def test_the_admin_cannot_let_a_child_key_outlive_its_parent(customer, client):
+    expiry = timezone.now() + timedelta(days=7)
+    parent = api_key_create(
+        organization=customer, name="deploy", scope=KeyScope.WRITE, expires_at=expiry
+    )
+    child = api_key_create(
+        organization=customer,
+        name="ci",
+        scope=KeyScope.READ,
+        expires_at=expiry,
+        created_by_key=parent.api_key,
+    ).api_key
+    client.force_login(get_user_model().objects.create_superuser("root", "r@example.test", "pw"))
+    later = expiry + timedelta(days=30)
+    data = {"name": "ci renamed", "expires_at_0": later.date().isoformat(), "expires_at_1": "00:00"}
+    response = client.post(f"/admin/accounts/apikey/{child.pk}/change/", data)
+    assert response.status_code == 200  # the form again, with the service's refusal
+    messages = [str(message) for message in response.context["messages"]]
+    assert any("(key_outlives_parent)" in message for message in messages)
+    child.refresh_from_db()
+    assert (child.name, child.expires_at) == ("ci", expiry)  # nothing half-written
 
 
 def test_a_session_member_creates_keys_as_their_role_allows(customer, client):

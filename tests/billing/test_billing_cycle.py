@@ -36,13 +36,12 @@ from billing.models import (
 )
 from billing.services.cycle import billing_cycle_run
 from billing.services.documents import credit_note_issue, invoice_void
+from billing.services.runs import run_timeout
 from core.errors import SemanticError
 from leasing.models import Lease
-from leasing.services.acceptance import lease_acceptance_run_record
-from leasing.services.leases import lease_create, request_build
+from tests.clock import at
 from tests.conftest import REPO, _worker_env
-from tests.contracts.factories import ACCEPTANCE_TOKENS
-from tests.leasing.factories import EXIT_TERMS, make_offer
+from tests.scenarios import lease_h200
 
 TRANSACTIONAL = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 # Billable hours per GPU: January from the passing acceptance run on the 11th at 12:00, then
@@ -52,37 +51,8 @@ HOURS_PER_GPU = {1: 20 * 24 + 12, 2: 28 * 24, 3: 31 * 24, 4: 30 * 24}
 AS_OF = datetime(2026, 5, 1, 2, tzinfo=UTC)
 
 
-def at(month: int, day: int, hour: int = 0) -> datetime:
-    return datetime(2026, month, day, hour, tzinfo=UTC)
-
-
 def cents(value: Decimal) -> Decimal:
     return value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-
-
-def lease_h200(provider: Organization, customer: Organization, *, gpus: int, rate: str) -> Lease:
-    """`gpus` x H200 at `rate` USD from 2026-01-10 to 07-01; acceptance passed 01-11 12:00."""
-    with time_machine.travel(at(1, 5), tick=False):
-        offer = make_offer(
-            provider, price_per_gpu_hour=rate, contract_template=[EXIT_TERMS, ACCEPTANCE_TOKENS]
-        )
-        lease = lease_create(
-            customer=customer,
-            request=request_build(offer=offer, gpu_count=gpus, start=at(1, 10), end=at(7, 1)),
-            actor="customer",
-        )
-    with time_machine.travel(at(1, 11, 12), tick=False):
-        lease_acceptance_run_record(
-            lease=lease,
-            party="lessee",
-            organization=lease.customer,
-            actor="customer",
-            metric="output_tokens_per_s",
-            measured_value=Decimal("2600"),
-            quality_delta_pct=Decimal("0.4"),
-            ran_at=at(1, 11, 12),
-        )
-    return lease
 
 
 @pytest.fixture
@@ -346,8 +316,21 @@ def test_a_worker_killed_inside_finalization_leaves_no_duplicate_and_no_gap(
     sequence.refresh_from_db()
     assert sequence.last_number == 0
 
-    rerun = cycle()
-    assert (rerun.drafts_created, rerun.finalized) == (0, 8)
+    # The killed run's row says what it committed: all eight drafts, nothing finalized.
+    killed = BillingRun.objects.get()
+    assert (killed.outcome, killed.drafts_created, killed.finalized) == ("running", 8, 0)
+    assert sorted(killed.summary["drafts"]) == sorted(drafts.values_list("pk", flat=True))
+
+    # The next hourly run, once the killed run is past the timeout, marks it abandoned and
+    # says that it took over: the eight finalizations the killed run was due to do.
+    with time_machine.travel(killed.started_at + run_timeout() + timedelta(minutes=1)):
+        rerun = billing_cycle_run(now=AS_OF, deliver=False)
+    assert (rerun.drafts_created, rerun.finalized, rerun.picked_up) == (0, 8, 8)
+    assert rerun.summary["picked_up_from"] == [killed.pk]
+    assert sorted(rerun.summary["picked_up"]) == sorted(killed.summary["drafts"])
+    killed.refresh_from_db()
+    assert (killed.outcome, killed.picked_up_by) == ("abandoned", rerun)
+    assert killed.finished_at is not None
     assert_billed_once_without_gaps(provider, leases)
 
 

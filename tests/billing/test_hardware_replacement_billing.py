@@ -12,7 +12,7 @@ the invoice API. The figures are worked out by hand below.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -25,6 +25,7 @@ from contracts.choices import EventKind
 from contracts.models import ContractEvent
 from inventory.models import Gpu
 from leasing.models import Allocation, Lease
+from tests.clock import clock_of
 from tests.leasing.factories import EXIT_TERMS, make_nodes, make_offer
 
 UPGRADE_TERMS = {**EXIT_TERMS, "replacement": "upgrade", "upgrade_factor": "0.9"}
@@ -33,8 +34,7 @@ UPGRADED = Decimal("0.456538")  # 0.40 x 209.5 / 165.2 x 0.9, six places
 LEASES = "/api/v1/leases/"
 
 
-def at(month: int, day: int, hour: int = 0) -> datetime:
-    return datetime(2027, month, day, hour, tzinfo=UTC)
+at = clock_of(2027)
 
 
 def cents(value: Decimal) -> Decimal:

@@ -7,7 +7,7 @@ is worked out in the test from the contract and the usage.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -21,15 +21,13 @@ from contracts.models import ContractEvent
 from contracts.services import contracts_end_due
 from inventory.models import GpuModel
 from leasing.models import Lease
-from leasing.services.acceptance import lease_acceptance_run_record
 from leasing.services.changes import lease_exit
-from leasing.services.leases import lease_create, request_build
+from tests.clock import clock_of
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER, STEP_ON_B200_GA
-from tests.leasing.factories import EXIT_TERMS, make_offer, outage
+from tests.leasing.factories import EXIT_TERMS, outage
+from tests.scenarios import lease_h200
 
-
-def at(month: int, day: int, hour: int = 0) -> datetime:
-    return datetime(2027, month, day, hour, tzinfo=UTC)
+at = clock_of(2027)
 
 
 def cents(value: str | Decimal) -> Decimal:
@@ -52,29 +50,12 @@ def cycle(when: datetime) -> None:
 def leased(provider: Any, customer: Any) -> Lease:
     """8 x H200 at 2.40 USD from 2027-01-10 to 2027-07-01, acceptance passed 2027-01-11 12:00."""
     GpuModel.objects.filter(slug="b200").update(ga_date=date(2027, 2, 20))
-    with time_machine.travel(at(1, 5), tick=False):
-        offer = make_offer(
-            provider,
-            price_per_gpu_hour="2.40",
-            contract_template=[EXIT_TERMS, ACCEPTANCE_TOKENS, SLA_LADDER, STEP_ON_B200_GA],
-        )
-        lease = lease_create(
-            customer=customer,
-            request=request_build(offer=offer, gpu_count=8, start=at(1, 10), end=at(7, 1)),
-            actor="customer",
-        )
-    with time_machine.travel(at(1, 11, 12), tick=False):
-        lease_acceptance_run_record(
-            lease=lease,
-            party="lessee",
-            organization=lease.customer,
-            actor="customer",
-            metric="output_tokens_per_s",
-            measured_value=Decimal("2600"),
-            quality_delta_pct=Decimal("0.4"),
-            ran_at=at(1, 11, 12),
-        )
-    return lease
+    return lease_h200(
+        provider,
+        customer,
+        year=2027,
+        template=[EXIT_TERMS, ACCEPTANCE_TOKENS, SLA_LADDER, STEP_ON_B200_GA],
+    )
 
 
 @pytest.mark.django_db

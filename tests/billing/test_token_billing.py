@@ -25,6 +25,7 @@ from billing.services.invoices import invoice_preview
 from contracts.models import Contract
 from contracts.services import contract_activate, contract_create
 from tests.billing.factories import event, token_contract
+from tests.clock import at
 
 pytestmark = pytest.mark.django_db
 
@@ -49,10 +50,6 @@ TOKEN_SLA: dict[str, Any] = {
 }
 
 Line = tuple[str, Decimal, Decimal, Decimal]
-
-
-def at(month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
-    return datetime(2026, month, day, hour, minute, tzinfo=UTC)
 
 
 def cents(value: Decimal) -> Decimal:

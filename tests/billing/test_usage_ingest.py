@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from rest_framework.test import APIClient
 
 from accounts.choices import KeyScope
 from billing.models import UsageBatch, UsageEvent, UsageStatus
@@ -227,8 +228,6 @@ def test_a_read_only_provider_key_cannot_post_usage(client_for, provider, contra
 
 
 def test_anonymous_callers_are_401(contract):
-    from rest_framework.test import APIClient
-
     assert APIClient().post(EVENTS, {"events": []}, format="json").status_code == 401
 
 

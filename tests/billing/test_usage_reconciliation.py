@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import transaction
 from django.db.models import BigIntegerField, Sum
 from django.db.models.fields.json import KT
@@ -221,8 +222,6 @@ def test_the_reconciliation_command_reports_a_period_whose_invoice_misses_usage(
 
 
 def test_an_unknown_contract_number_is_a_command_error(db):
-    from django.core.management.base import CommandError
-
     with pytest.raises(CommandError, match="No such contract"):
         call_command("usage_reconcile", "--contract", "CH-0000-000000", stdout=io.StringIO())
 

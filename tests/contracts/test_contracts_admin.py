@@ -10,7 +10,7 @@ import time_machine
 from django.contrib.auth import get_user_model
 
 from contracts.choices import ContractStatus, EventKind
-from contracts.models import Contract
+from contracts.models import Contract, ContractEvent
 from contracts.services import contract_activate
 from tests.contracts.factories import ACCEPTANCE_TOKENS, EXIT_3_MONTHS, h200_contract
 
@@ -74,6 +74,19 @@ def test_the_admin_shows_clause_parameter_errors_per_field(admin_client, provide
 
 
 @time_machine.travel(datetime(2026, 11, 1, tzinfo=UTC), tick=False)
+def test_a_contract_the_service_refuses_is_shown_again_and_nothing_is_written(
+    admin_client, provider, customer
+):
+    params = {k: v for k, v in EXIT_3_MONTHS.items() if k != "kind"}
+    form = {**add_form(provider, customer, params), "pricing_basis": "token_sla"}
+    response = admin_client.post("/admin/contracts/contract/add/", form)
+    assert response.status_code == 200  # the form again, not a 500
+    messages = [str(message) for message in response.context["messages"]]
+    assert any("rates per million input and output tokens" in message for message in messages)
+    assert response.context["adminform"].form.errors
+    assert not Contract.objects.exists() and not ContractEvent.objects.exists()
+
+
 def test_give_notice_shows_the_fee_before_it_is_charged(admin_client, provider, customer):
     contract = contract_activate(
         contract=h200_contract(provider, customer), actor="ops", at=datetime(2026, 1, 1, tzinfo=UTC)

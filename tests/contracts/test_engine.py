@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -35,11 +36,7 @@ from contracts.engine import (
 from contracts.schemas import ThroughputAcceptance, parse_clause, validate_clause_set
 from core.errors import SemanticError, ValidationFailed
 from core.money import CurrencyMismatch, Money
-
-
-def at(year: int, month: int, day: int, hour: int = 0) -> datetime:
-    """A UTC instant."""
-    return datetime(year, month, day, hour, tzinfo=UTC)
+from tests.clock import utc
 
 
 def usd(amount: str) -> Money:
@@ -52,8 +49,8 @@ def make_terms(*clauses: dict[str, Any], **overrides: Any) -> ContractTerms:
     values: dict[str, Any] = {
         "currency": "USD",
         "pricing_basis": "card_hour",
-        "term_start": at(2026, 1, 1),
-        "term_end": at(2029, 1, 1),
+        "term_start": utc(2026, 1, 1),
+        "term_end": utc(2029, 1, 1),
         "leased_model": "h200",
         "base_rate_per_gpu_hour": Decimal("2.40"),
         "committed_gpus": 64,
@@ -243,25 +240,25 @@ class TestClauseSchemas:
 class TestBillingPeriods:
     def test_periods_run_anchor_to_anchor_and_clip_to_the_term(self) -> None:
         terms = make_terms(
-            term_start=at(2026, 1, 20, 12), term_end=at(2026, 4, 10), billing_anchor_day=15
+            term_start=utc(2026, 1, 20, 12), term_end=utc(2026, 4, 10), billing_anchor_day=15
         )
         assert billing_periods(terms) == (
-            Period(at(2026, 1, 20, 12), at(2026, 2, 15)),
-            Period(at(2026, 2, 15), at(2026, 3, 15)),
-            Period(at(2026, 3, 15), at(2026, 4, 10)),
+            Period(utc(2026, 1, 20, 12), utc(2026, 2, 15)),
+            Period(utc(2026, 2, 15), utc(2026, 3, 15)),
+            Period(utc(2026, 3, 15), utc(2026, 4, 10)),
         )
 
     def test_next_period_start_is_strictly_after(self) -> None:
         terms = make_terms()
-        assert next_period_start(terms, at(2026, 3, 1)) == at(2026, 4, 1)
-        assert next_period_start(terms, at(2026, 3, 31, 23)) == at(2026, 4, 1)
-        assert next_period_start(terms, at(2028, 12, 5)) is None
+        assert next_period_start(terms, utc(2026, 3, 1)) == utc(2026, 4, 1)
+        assert next_period_start(terms, utc(2026, 3, 31, 23)) == utc(2026, 4, 1)
+        assert next_period_start(terms, utc(2028, 12, 5)) is None
 
     def test_period_containing_is_half_open(self) -> None:
         terms = make_terms()
-        assert period_containing(terms, at(2026, 4, 1)) == Period(at(2026, 4, 1), at(2026, 5, 1))
+        assert period_containing(terms, utc(2026, 4, 1)) == Period(utc(2026, 4, 1), utc(2026, 5, 1))
         with pytest.raises(SemanticError) as excinfo:
-            period_containing(terms, at(2029, 1, 1))
+            period_containing(terms, utc(2029, 1, 1))
         assert excinfo.value.code == "outside_term"
 
     def test_naive_datetimes_are_refused(self) -> None:
@@ -275,11 +272,11 @@ class TestBillingPeriods:
 def run(day: int, tokens_per_s: str, quality: str | None = "0.4") -> AcceptanceRun:
     """A token-throughput acceptance run in January 2026 at noon."""
     delta = None if quality is None else Decimal(quality)
-    return AcceptanceRun(at(2026, 1, day, 12), "output_tokens_per_s", Decimal(tokens_per_s), delta)
+    return AcceptanceRun(utc(2026, 1, day, 12), "output_tokens_per_s", Decimal(tokens_per_s), delta)
 
 
 class TestAcceptance:
-    lease_start = at(2026, 1, 1)
+    lease_start = utc(2026, 1, 1)
 
     def test_without_a_clause_billing_starts_at_lease_start(self) -> None:
         outcome = evaluate_acceptance(make_terms(), runs=[], lease_start=self.lease_start)
@@ -291,7 +288,7 @@ class TestAcceptance:
         outcome = evaluate_acceptance(
             make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start
         )
-        assert (outcome.status, outcome.billing_start) == ("passed", at(2026, 1, 5, 12))
+        assert (outcome.status, outcome.billing_start) == ("passed", utc(2026, 1, 5, 12))
         assert [d.kind for d in outcome.decisions] == ["acceptance_failed", "acceptance_passed"]
         assert outcome.decisions[1].inputs["measured_value"] == "2600"
 
@@ -317,7 +314,7 @@ class TestAcceptance:
         # The fourth run passes, but only three attempts were allowed.
         assert (outcome.status, outcome.billing_start) == ("rejection_right", None)
         assert outcome.decisions[-1].kind == "acceptance_rejection_right"
-        assert outcome.decisions[-1].effective_at == at(2026, 1, 4, 12)
+        assert outcome.decisions[-1].effective_at == utc(2026, 1, 4, 12)
         assert "without a fee" in outcome.explanation
 
     def test_a_pass_after_the_remedy_window_does_not_count(self) -> None:
@@ -327,20 +324,20 @@ class TestAcceptance:
             make_terms(ACCEPTANCE), runs=runs, lease_start=self.lease_start
         )
         assert outcome.status == "rejection_right"
-        assert outcome.decisions[-1].effective_at == at(2026, 1, 15)
+        assert outcome.decisions[-1].effective_at == utc(2026, 1, 15)
 
     def test_the_clock_alone_can_close_the_window(self) -> None:
         terms = make_terms(ACCEPTANCE)
         open_window = evaluate_acceptance(
-            terms, runs=[run(2, "2000")], lease_start=self.lease_start, as_of=at(2026, 1, 14)
+            terms, runs=[run(2, "2000")], lease_start=self.lease_start, as_of=utc(2026, 1, 14)
         )
         closed = evaluate_acceptance(
-            terms, runs=[run(2, "2000")], lease_start=self.lease_start, as_of=at(2026, 1, 15)
+            terms, runs=[run(2, "2000")], lease_start=self.lease_start, as_of=utc(2026, 1, 15)
         )
         assert (open_window.status, closed.status) == ("failed_retry_allowed", "rejection_right")
 
     def test_no_run_is_pending_and_other_metrics_are_ignored(self) -> None:
-        other = AcceptanceRun(at(2026, 1, 2), "bf16_tflops", Decimal("9999"), Decimal(0))
+        other = AcceptanceRun(utc(2026, 1, 2), "bf16_tflops", Decimal("9999"), Decimal(0))
         outcome = evaluate_acceptance(
             make_terms(ACCEPTANCE), runs=[other], lease_start=self.lease_start
         )
@@ -353,10 +350,10 @@ class TestAcceptance:
 class TestPriceSteps:
     def test_successor_ga_steps_at_the_first_period_after_ga(self) -> None:
         # 2.40 x (1 - 15/100) = 2.04, above the floor of 1.80.
-        schedule = rate_schedule(make_terms(GA_STEP), as_of=at(2026, 6, 1), successor=B200)
+        schedule = rate_schedule(make_terms(GA_STEP), as_of=utc(2026, 6, 1), successor=B200)
         assert [(s.start, s.end, s.rate) for s in schedule] == [
-            (at(2026, 1, 1), at(2026, 4, 1), Decimal("2.400000")),
-            (at(2026, 4, 1), None, Decimal("2.040000")),
+            (utc(2026, 1, 1), utc(2026, 4, 1), Decimal("2.400000")),
+            (utc(2026, 4, 1), None, Decimal("2.040000")),
         ]
         decision = schedule[1].decision
         assert decision is not None and decision.kind == "price_step"
@@ -369,7 +366,7 @@ class TestPriceSteps:
     def test_a_step_below_the_floor_is_floored(self) -> None:
         # 2.40 x 0.85 = 2.04 < 2.10, so the new rate is the floor 2.10.
         terms = make_terms({**GA_STEP, "floor_rate": "2.10"})
-        schedule = rate_schedule(terms, as_of=at(2026, 6, 1), successor=B200)
+        schedule = rate_schedule(terms, as_of=utc(2026, 6, 1), successor=B200)
         assert schedule[-1].rate == Decimal("2.100000")
         assert schedule[-1].decision is not None
         assert "floored at 2.100000 (a 15 % step would give 2.040000)" in (
@@ -378,15 +375,15 @@ class TestPriceSteps:
 
     def test_no_step_when_the_rate_is_already_at_the_floor(self) -> None:
         terms = make_terms({**GA_STEP, "floor_rate": "2.40"})
-        schedule = rate_schedule(terms, as_of=at(2026, 6, 1), successor=B200)
+        schedule = rate_schedule(terms, as_of=utc(2026, 6, 1), successor=B200)
         assert [s.rate for s in schedule] == [Decimal("2.400000")]
 
     def test_ga_before_the_term_after_as_of_or_of_another_model_does_not_step(self) -> None:
         terms = make_terms(GA_STEP)
         for successor, as_of in (
-            (SuccessorInfo("b200", "B200", date(2025, 6, 1)), at(2026, 6, 1)),
-            (B200, at(2026, 2, 28)),
-            (SuccessorInfo("mi400", "MI400", date(2026, 3, 1)), at(2026, 6, 1)),
+            (SuccessorInfo("b200", "B200", date(2025, 6, 1)), utc(2026, 6, 1)),
+            (B200, utc(2026, 2, 28)),
+            (SuccessorInfo("mi400", "MI400", date(2026, 3, 1)), utc(2026, 6, 1)),
         ):
             assert len(rate_schedule(terms, as_of=as_of, successor=successor)) == 1
 
@@ -396,11 +393,11 @@ class TestPriceSteps:
             MarketPoint(date(2026, 2, 1), Decimal("1.93"), "USD"),
             MarketPoint(date(2026, 2, 10), Decimal("1.92"), "USD"),
         ]
-        schedule = rate_schedule(make_terms(MARKET_DROP_STEP), as_of=at(2026, 6, 1), market=market)
+        schedule = rate_schedule(make_terms(MARKET_DROP_STEP), as_of=utc(2026, 6, 1), market=market)
         # 2.40 x (1 - 10/100) = 2.16 from 2026-03-01.
         assert [(s.start, s.rate) for s in schedule] == [
-            (at(2026, 1, 1), Decimal("2.400000")),
-            (at(2026, 3, 1), Decimal("2.160000")),
+            (utc(2026, 1, 1), Decimal("2.400000")),
+            (utc(2026, 3, 1), Decimal("2.160000")),
         ]
         assert schedule[1].decision is not None
         assert schedule[1].decision.explanation.startswith(
@@ -415,18 +412,18 @@ class TestPriceSteps:
             MarketPoint(date(2026, 2, 10), Decimal("1.92"), "USD"),
             MarketPoint(date(2026, 5, 5), Decimal("1.50"), "USD"),
         ]
-        schedule = rate_schedule(make_terms(MARKET_DROP_STEP), as_of=at(2026, 6, 1), market=market)
+        schedule = rate_schedule(make_terms(MARKET_DROP_STEP), as_of=utc(2026, 6, 1), market=market)
         assert [(s.start, s.rate) for s in schedule] == [
-            (at(2026, 1, 1), Decimal("2.400000")),
-            (at(2026, 3, 1), Decimal("2.160000")),
-            (at(2027, 3, 1), Decimal("1.944000")),
+            (utc(2026, 1, 1), Decimal("2.400000")),
+            (utc(2026, 3, 1), Decimal("2.160000")),
+            (utc(2027, 3, 1), Decimal("1.944000")),
         ]
         assert schedule[2].decision is not None
         assert "deferred to keep 12 months between steps" in schedule[2].decision.explanation
 
     def test_a_market_that_merely_stays_low_does_not_step_again(self) -> None:
         market = [MarketPoint(date(2026, 2, day), Decimal("1.90"), "USD") for day in range(1, 28)]
-        schedule = rate_schedule(make_terms(MARKET_DROP_STEP), as_of=at(2027, 6, 1), market=market)
+        schedule = rate_schedule(make_terms(MARKET_DROP_STEP), as_of=utc(2027, 6, 1), market=market)
         assert len(schedule) == 2
 
     def test_max_steps_caps_the_number_of_steps(self) -> None:
@@ -435,7 +432,7 @@ class TestPriceSteps:
             MarketPoint(date(2026, 2, 10), Decimal("1.92"), "USD"),
             MarketPoint(date(2026, 5, 5), Decimal("1.50"), "USD"),
         ]
-        schedule = rate_schedule(make_terms(clause), as_of=at(2026, 6, 1), market=market)
+        schedule = rate_schedule(make_terms(clause), as_of=utc(2026, 6, 1), market=market)
         assert [s.rate for s in schedule] == [Decimal("2.400000"), Decimal("2.160000")]
 
     def test_repeg_follows_the_market_at_each_trigger(self) -> None:
@@ -452,12 +449,12 @@ class TestPriceSteps:
             MarketPoint(date(2026, 3, 1), Decimal("1.90"), "USD"),  # 1.90 <= 1.92
             MarketPoint(date(2026, 4, 1), Decimal("1.50"), "USD"),  # 1.50 <= 1.90 x 0.8 = 1.52
         ]
-        schedule = rate_schedule(make_terms(clause), as_of=at(2026, 6, 1), market=market)
+        schedule = rate_schedule(make_terms(clause), as_of=utc(2026, 6, 1), market=market)
         # 1.90 x 1.05 = 1.995 from 2026-04-01; 1.50 x 1.05 = 1.575 deferred to 2026-07-01.
         assert [(s.start, s.rate) for s in schedule] == [
-            (at(2026, 1, 1), Decimal("2.400000")),
-            (at(2026, 4, 1), Decimal("1.995000")),
-            (at(2026, 7, 1), Decimal("1.575000")),
+            (utc(2026, 1, 1), Decimal("2.400000")),
+            (utc(2026, 4, 1), Decimal("1.995000")),
+            (utc(2026, 7, 1), Decimal("1.575000")),
         ]
         assert schedule[1].decision is not None
         assert (
@@ -468,7 +465,7 @@ class TestPriceSteps:
         clause = {key: value for key, value in MARKET_DROP_STEP.items() if key not in ("step_pct",)}
         clause.update({"step": "repeg", "premium_pct": "40"})  # 1.90 x 1.40 = 2.66 > 2.40
         market = [MarketPoint(date(2026, 3, 1), Decimal("1.90"), "USD")]
-        schedule = rate_schedule(make_terms(clause), as_of=at(2026, 6, 1), market=market)
+        schedule = rate_schedule(make_terms(clause), as_of=utc(2026, 6, 1), market=market)
         assert len(schedule) == 1
 
     def test_recorded_steps_are_kept_and_not_decided_again(self) -> None:
@@ -476,17 +473,17 @@ class TestPriceSteps:
             MarketPoint(date(2026, 2, 10), Decimal("1.92"), "USD"),
             MarketPoint(date(2026, 5, 5), Decimal("1.50"), "USD"),
         ]
-        recorded = [AppliedStep(at(2026, 3, 1), Decimal("2.16"))]
+        recorded = [AppliedStep(utc(2026, 3, 1), Decimal("2.16"))]
         schedule = rate_schedule(
             make_terms(MARKET_DROP_STEP),
-            as_of=at(2026, 6, 1),
+            as_of=utc(2026, 6, 1),
             market=market,
             applied_steps=recorded,
         )
         assert [(s.start, s.decision is None) for s in schedule] == [
-            (at(2026, 1, 1), True),
-            (at(2026, 3, 1), True),
-            (at(2027, 3, 1), False),
+            (utc(2026, 1, 1), True),
+            (utc(2026, 3, 1), True),
+            (utc(2027, 3, 1), False),
         ]
 
     def test_the_schedule_is_deterministic_whatever_the_input_order(self) -> None:
@@ -495,24 +492,24 @@ class TestPriceSteps:
             for month, rate in ((2, "2.3"), (3, "1.9"), (5, "1.6"), (9, "1.2"), (12, "0.9"))
         ]
         terms = make_terms(MARKET_DROP_STEP)
-        first = rate_schedule(terms, as_of=at(2027, 1, 1), market=market)
+        first = rate_schedule(terms, as_of=utc(2027, 1, 1), market=market)
         shuffled = market[:]
         random.Random(7).shuffle(shuffled)
-        assert rate_schedule(terms, as_of=at(2027, 1, 1), market=shuffled) == first
+        assert rate_schedule(terms, as_of=utc(2027, 1, 1), market=shuffled) == first
 
     def test_rate_for_period_splits_a_period_at_a_step(self) -> None:
         terms = make_terms(GA_STEP, billing_anchor_day=15)
-        schedule = rate_schedule(terms, as_of=at(2026, 6, 1), successor=B200)
-        assert schedule[1].start == at(2026, 3, 15)
-        assert rate_for_period(schedule, at(2026, 3, 1), at(2026, 4, 1)) == [
-            (at(2026, 3, 1), at(2026, 3, 15), Decimal("2.400000")),
-            (at(2026, 3, 15), at(2026, 4, 1), Decimal("2.040000")),
+        schedule = rate_schedule(terms, as_of=utc(2026, 6, 1), successor=B200)
+        assert schedule[1].start == utc(2026, 3, 15)
+        assert rate_for_period(schedule, utc(2026, 3, 1), utc(2026, 4, 1)) == [
+            (utc(2026, 3, 1), utc(2026, 3, 15), Decimal("2.400000")),
+            (utc(2026, 3, 15), utc(2026, 4, 1), Decimal("2.040000")),
         ]
 
     def test_a_market_price_in_another_currency_is_refused(self) -> None:
         market = [MarketPoint(date(2026, 3, 1), Decimal("1.5"), "EUR")]
         with pytest.raises(CurrencyMismatch):
-            rate_schedule(make_terms(MARKET_DROP_STEP), as_of=at(2026, 6, 1), market=market)
+            rate_schedule(make_terms(MARKET_DROP_STEP), as_of=utc(2026, 6, 1), market=market)
 
 
 # ---------------------------------------------------------------- SLA credits
@@ -528,8 +525,8 @@ def march_credit(
     """The SLA credit for March 2026."""
     return sla_credit(
         terms,
-        period_start=at(2026, 3, 1),
-        period_end=at(2026, 4, 1),
+        period_start=utc(2026, 3, 1),
+        period_end=utc(2026, 4, 1),
         period_charge=charge,
         uptime_pct=Decimal(uptime),
         ttft_p95_ms=ttft_p95_ms,
@@ -543,7 +540,7 @@ class TestSlaCredits:
         decision = march_credit(make_terms(SLA), usd("108288.00"), "99.7222")
         assert decision is not None and decision.kind == "sla_credit"
         assert decision.amount == usd("10828.80")
-        assert decision.effective_at == at(2026, 3, 1)
+        assert decision.effective_at == utc(2026, 3, 1)
         assert decision.explanation == (
             "In the period 2026-03-01 to 2026-04-01 availability 99.7222 % was below 99.9 %: "
             "credit 10 % of 108,288.00 USD = 10,828.80 USD."
@@ -583,13 +580,15 @@ class TestSlaCredits:
 
 
 class TestTermination:
-    request = ExitRequest(party="lessee", requested_at=at(2026, 10, 1), exit_date=date(2026, 11, 1))
+    request = ExitRequest(
+        party="lessee", requested_at=utc(2026, 10, 1), exit_date=date(2026, 11, 1)
+    )
 
     def test_exit_after_month_ten_costs_three_months_of_rent(self) -> None:
         # 3 months x 64 GPUs x 730 h x 2.40 USD = 336,384.00 USD.
         quote = termination_quote(make_terms(EXIT), exit=self.request, today=date(2026, 10, 1))
         assert quote.fee == usd("336384.00")
-        assert quote.effective_end == at(2026, 11, 1)
+        assert quote.effective_end == utc(2026, 11, 1)
         assert quote.fee_free_reason is None
         assert quote.decisions[0].kind == "exit_fee"
         assert "3 x 64 GPUs x 730 h x 2.400000 USD per GPU-hour" in quote.explanation
@@ -597,7 +596,7 @@ class TestTermination:
     def test_a_fee_free_trigger_waives_the_fee_and_is_named(self) -> None:
         request = ExitRequest(
             party="lessee",
-            requested_at=at(2026, 10, 1),
+            requested_at=utc(2026, 10, 1),
             exit_date=date(2026, 11, 1),
             acceptance_failure_flagged=True,
         )
@@ -610,7 +609,7 @@ class TestTermination:
     def test_a_flag_whose_trigger_is_not_in_the_clause_waives_nothing(self) -> None:
         request = ExitRequest(
             party="lessee",
-            requested_at=at(2026, 10, 1),
+            requested_at=utc(2026, 10, 1),
             exit_date=date(2026, 11, 1),
             provider_insolvency_flagged=True,
         )
@@ -621,34 +620,34 @@ class TestTermination:
         def quote_with(*breached: datetime) -> Money:
             request = ExitRequest(
                 party="lessee",
-                requested_at=at(2026, 10, 1),
+                requested_at=utc(2026, 10, 1),
                 exit_date=date(2026, 11, 1),
                 sla_breach_periods=breached,
             )
             return termination_quote(make_terms(EXIT), exit=request, today=date(2026, 10, 1)).fee
 
         # The window is [2026-04-01, 2026-10-01]; the March breach is too old.
-        assert quote_with(at(2026, 5, 1), at(2026, 7, 1), at(2026, 9, 1)) == usd("0.00")
-        assert quote_with(at(2026, 3, 1), at(2026, 7, 1), at(2026, 9, 1)) == usd("336384.00")
+        assert quote_with(utc(2026, 5, 1), utc(2026, 7, 1), utc(2026, 9, 1)) == usd("0.00")
+        assert quote_with(utc(2026, 3, 1), utc(2026, 7, 1), utc(2026, 9, 1)) == usd("336384.00")
 
     def test_the_lessor_never_charges_the_lessee_for_its_own_exit(self) -> None:
         request = ExitRequest(
-            party="lessor", requested_at=at(2026, 10, 1), exit_date=date(2026, 11, 1)
+            party="lessor", requested_at=utc(2026, 10, 1), exit_date=date(2026, 11, 1)
         )
         quote = termination_quote(make_terms(EXIT), exit=request, today=date(2026, 10, 1))
         # 90 days' notice push the end from 2026-11-01 to 2026-12-30.
-        assert (quote.fee, quote.effective_end) == (usd("0.00"), at(2026, 12, 30))
+        assert (quote.fee, quote.effective_end) == (usd("0.00"), utc(2026, 12, 30))
         assert quote.fee_free_reason == "the lessor initiated the exit"
 
     def test_notice_and_migration_windows(self) -> None:
         request = ExitRequest(
-            party="lessee", requested_at=at(2026, 10, 20), exit_date=date(2026, 11, 1)
+            party="lessee", requested_at=utc(2026, 10, 20), exit_date=date(2026, 11, 1)
         )
         quote = termination_quote(make_terms(EXIT), exit=request, today=date(2026, 10, 20))
         # 30 days' notice from 2026-10-20 end on 2026-11-19; migration runs 30 days more.
-        assert quote.effective_end == at(2026, 11, 19)
+        assert quote.effective_end == utc(2026, 11, 19)
         assert (quote.data_migration_until, quote.data_migration_party) == (
-            at(2026, 12, 19),
+            utc(2026, 12, 19),
             "lessor",
         )
 
@@ -656,7 +655,7 @@ class TestTermination:
         clause = {**EXIT, "fee": "percent_of_remaining", "fee_pct": "10"}
         del clause["fee_months"]
         request = ExitRequest(
-            party="lessee", requested_at=at(2028, 10, 1), exit_date=date(2028, 12, 1)
+            party="lessee", requested_at=utc(2028, 10, 1), exit_date=date(2028, 12, 1)
         )
         quote = termination_quote(make_terms(clause), exit=request, today=date(2028, 10, 1))
         # 31 days (744 h) remain: 10 % x 64 GPUs x 744 h x 2.40 USD = 11,427.84 USD.
@@ -664,7 +663,7 @@ class TestTermination:
 
     def test_months_of_rent_never_exceed_the_rent_still_owed(self) -> None:
         request = ExitRequest(
-            party="lessee", requested_at=at(2028, 10, 1), exit_date=date(2028, 12, 1)
+            party="lessee", requested_at=utc(2028, 10, 1), exit_date=date(2028, 12, 1)
         )
         quote = termination_quote(make_terms(EXIT), exit=request, today=date(2028, 10, 1))
         # 3 months would be 336,384.00; only 64 x 744 h x 2.40 = 114,278.40 USD remain.
@@ -682,8 +681,12 @@ class TestTermination:
 
     def test_exit_dates_in_the_past_or_after_the_term_are_refused(self) -> None:
         terms = make_terms(EXIT)
-        past = ExitRequest(party="lessee", requested_at=at(2026, 10, 1), exit_date=date(2026, 9, 1))
-        late = ExitRequest(party="lessee", requested_at=at(2026, 10, 1), exit_date=date(2029, 2, 1))
+        past = ExitRequest(
+            party="lessee", requested_at=utc(2026, 10, 1), exit_date=date(2026, 9, 1)
+        )
+        late = ExitRequest(
+            party="lessee", requested_at=utc(2026, 10, 1), exit_date=date(2029, 2, 1)
+        )
         for request, code in ((past, "exit_date_in_past"), (late, "exit_date_after_term")):
             with pytest.raises(SemanticError) as excinfo:
                 termination_quote(terms, exit=request, today=date(2026, 10, 1))
@@ -703,7 +706,7 @@ def swap(clause: dict[str, Any], **overrides: Any) -> Decision:
         "old_rate": None,
         "new_model": "b200",
         "new_throughput": Decimal("3000"),
-        "effective_at": at(2026, 6, 1),
+        "effective_at": utc(2026, 6, 1),
         **overrides,
     }
     return replacement_rate(make_terms(clause), **values)
@@ -766,8 +769,8 @@ class TestMinimumCommitment:
     def test_a_spend_shortfall_is_billed(self) -> None:
         decision = minimum_commitment_true_up(
             make_terms(self.spend),
-            period_start=at(2026, 3, 1),
-            period_end=at(2026, 4, 1),
+            period_start=utc(2026, 3, 1),
+            period_end=utc(2026, 4, 1),
             actual_spend=usd("25000.00"),
             actual_card_hours=Decimal(0),
         )
@@ -776,11 +779,11 @@ class TestMinimumCommitment:
         assert decision.kind == "true_up"
 
     def test_a_partial_first_period_is_prorated(self) -> None:
-        terms = make_terms(self.spend, term_start=at(2026, 1, 16))
+        terms = make_terms(self.spend, term_start=utc(2026, 1, 16))
         decision = minimum_commitment_true_up(
             terms,
-            period_start=at(2026, 1, 16),
-            period_end=at(2026, 2, 1),
+            period_start=utc(2026, 1, 16),
+            period_end=utc(2026, 2, 1),
             actual_spend=usd("10000.00"),
             actual_card_hours=Decimal(0),
         )
@@ -791,8 +794,8 @@ class TestMinimumCommitment:
         clause = {"kind": "minimum_commitment", "basis": "card_hours", "monthly_minimum": "1000"}
         decision = minimum_commitment_true_up(
             make_terms(clause),
-            period_start=at(2026, 3, 1),
-            period_end=at(2026, 4, 1),
+            period_start=utc(2026, 3, 1),
+            period_end=utc(2026, 4, 1),
             actual_spend=usd("2160.00"),
             actual_card_hours=Decimal("900"),
             current_rate=Decimal("2.40"),
@@ -803,8 +806,8 @@ class TestMinimumCommitment:
     def test_meeting_the_minimum_bills_nothing(self) -> None:
         decision = minimum_commitment_true_up(
             make_terms(self.spend),
-            period_start=at(2026, 3, 1),
-            period_end=at(2026, 4, 1),
+            period_start=utc(2026, 3, 1),
+            period_end=utc(2026, 4, 1),
             actual_spend=usd("31000.00"),
             actual_card_hours=Decimal(0),
         )
@@ -827,14 +830,14 @@ class TestPrepayment:
             terms,
             invoice_total=usd("80000.00"),
             balance_remaining=usd("100000.00"),
-            period_end=at(2026, 2, 1),
+            period_end=utc(2026, 2, 1),
             is_final_period=False,
         )
         partly = prepayment_draw(
             terms,
             invoice_total=usd("80000.00"),
             balance_remaining=usd("20000.00"),
-            period_end=at(2026, 3, 1),
+            period_end=utc(2026, 3, 1),
             is_final_period=False,
         )
         assert covered is not None and covered.amount == usd("80000.00")
@@ -843,16 +846,16 @@ class TestPrepayment:
     def test_a_deposit_is_held_until_the_final_period_and_then_returned(self) -> None:
         terms = make_terms({"kind": "prepayment", "mode": "deposit", "amount": "50000"})
         common = {"invoice_total": usd("80000.00"), "balance_remaining": usd("50000.00")}
-        held = prepayment_draw(terms, period_end=at(2026, 2, 1), is_final_period=False, **common)
-        returned = prepayment_draw(terms, period_end=at(2029, 1, 1), is_final_period=True, **common)
+        held = prepayment_draw(terms, period_end=utc(2026, 2, 1), is_final_period=False, **common)
+        returned = prepayment_draw(
+            terms, period_end=utc(2029, 1, 1), is_final_period=True, **common
+        )
         assert held is None
         assert returned is not None and returned.kind == "deposit_return"
         assert returned.amount == usd("50000.00")
 
 
 def test_decision_inputs_are_json_safe() -> None:
-    import json
-
     quote = termination_quote(
         make_terms(EXIT), exit=TestTermination.request, today=date(2026, 10, 1)
     )

@@ -5,16 +5,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import time_machine
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from billing.models import BillingRun, UsageBatch
+from billing.models import BillingRun, BillingRunKind, UsageBatch
 from billing.services.delivery import invoice_deliver
 from billing.services.rollups import usage_rollups_refresh_batch
+from billing.services.runs import billing_run_open, run_timeout
 from billing.services.stripe import StripeUnavailable
+from billing.tasks import run_cycle
 from economics.services.signals import capacity_signals_evaluate
 from leasing.models import Lease
 from leasing.services.offers import sla_subscription_create
@@ -174,6 +177,30 @@ def test_the_scrape_carries_the_business_metrics_of_the_data(
     # The refused quote for H200s makes the H200 pool's unmet demand grow: a raised signal.
     assert value(samples, "cardhour_capacity_signal_raised", **POOL, level="ok") == 1
     assert value(samples, "cardhour_capacity_signals_evaluated_timestamp_seconds") > 0
+
+
+def test_runs_a_killed_worker_left_open_count_as_running_then_as_abandoned_and_failed(client):
+    """A cycle run whose worker died: open until the timeout, then abandoned by the next run."""
+    started = timezone.now() - run_timeout() - timedelta(minutes=5)
+    with time_machine.travel(started, tick=False):
+        killed, _ = billing_run_open(kind=BillingRunKind.CYCLE, as_of=started)
+    completed = BillingRun.objects.get(pk=run_cycle())
+    samples = scrape(client)
+    assert value(samples, "cardhour_billing_runs_total", kind="cycle") == 2
+    assert value(samples, "cardhour_billing_runs_running", kind="cycle") == 0
+    assert value(samples, "cardhour_billing_runs_abandoned_total", kind="cycle") == 1
+    assert value(samples, "cardhour_billing_runs_failed_total", kind="cycle") == 1
+    killed.refresh_from_db()
+    assert killed.picked_up_by == completed
+    # The last finished run is the one that completed, not the abandoned one's marking.
+    assert value(
+        samples, "cardhour_billing_run_last_finished_timestamp_seconds", kind="cycle"
+    ) == pytest.approx(completed.finished_at.timestamp())
+
+    billing_run_open(kind=BillingRunKind.CYCLE, as_of=timezone.now())
+    samples = scrape(client)
+    assert value(samples, "cardhour_billing_runs_running", kind="cycle") == 1
+    assert value(samples, "cardhour_billing_runs_abandoned_total", kind="cycle") == 1
 
 
 def test_a_scrape_runs_a_fixed_handful_of_queries_whatever_the_data(

@@ -6,7 +6,7 @@ through `lease_create`, invoices through the billing cycle, the economics throug
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import time_machine
@@ -15,15 +15,14 @@ from accounts.models import Organization
 from billing.services.cycle import billing_cycle_run
 from inventory.models import Node
 from leasing.models import Lease, Offer
-from leasing.services.acceptance import lease_acceptance_run_record
 from leasing.services.leases import lease_create, request_build
+from tests.clock import clock_of
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER
 from tests.inventory.factories import make_node
 from tests.leasing.factories import EXIT_TERMS, make_offer, make_provider_site
+from tests.scenarios import acceptance_passed
 
-
-def at(month: int, day: int, hour: int = 0, year: int = 2027) -> datetime:
-    return datetime(year, month, day, hour, tzinfo=UTC)
+at = clock_of(2027)
 
 
 def worked_example_node(
@@ -73,18 +72,7 @@ def lease_node(
             request=request_build(offer=offer, gpu_count=gpus, start=start, end=end),
             actor="customer",
         )
-    with time_machine.travel(start, tick=False):
-        lease_acceptance_run_record(
-            lease=lease,
-            party="lessee",
-            organization=lease.customer,
-            actor="customer",
-            metric="output_tokens_per_s",
-            measured_value=Decimal("2600"),
-            quality_delta_pct=Decimal("0.4"),
-            ran_at=start,
-        )
-    return lease
+    return acceptance_passed(lease, start)
 
 
 def bill_until(when: datetime) -> None:

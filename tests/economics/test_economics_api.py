@@ -13,8 +13,11 @@ import pytest
 import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.validation import validate_schema
 
 from economics.models import AssetMonth, AssetPayback, FxRate
+from economics.selectors.unit_economics import CSV_FIELDS
 from economics.services.assets import asset_economics_refresh
 from economics.services.fx import FxRateInput, fx_rate_create
 from economics.services.signals import capacity_signals_evaluate
@@ -713,8 +716,6 @@ def test_a_pool_by_the_week(offering: SlaOffering, provider: Any, client_for: An
 def test_unit_economics_download_as_csv(
     offering: SlaOffering, provider: Any, client_for: Any
 ) -> None:
-    from economics.selectors.unit_economics import CSV_FIELDS
-
     response = ask(
         client_for(provider),
         offering=str(offering.pk),
@@ -775,9 +776,6 @@ def test_another_providers_offering_or_pool_is_not_found(
 
 
 def test_the_schema_validates_and_publishes_the_economics_paths() -> None:
-    from drf_spectacular.generators import SchemaGenerator
-    from drf_spectacular.validation import validate_schema
-
     schema = SchemaGenerator().get_schema(request=None, public=True)
     validate_schema(schema)
     paths = schema["paths"]

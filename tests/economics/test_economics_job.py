@@ -7,6 +7,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
+from django_celery_beat.models import PeriodicTask
 
 from billing.models import Invoice
 from billing.services.documents import credit_note_issue
@@ -213,8 +214,6 @@ def test_a_node_without_data_gets_empty_revenue_and_no_utilization_errors(provid
 def test_the_nightly_task_runs_on_a_real_worker_and_is_scheduled(
     celery_worker_process: None, provider: Any
 ) -> None:
-    from django_celery_beat.models import PeriodicTask
-
     node = server(provider, acquired_on=date(2027, 1, 1))
     run_id = refresh.delay(as_of=at(3, 1, 2).isoformat()).get(timeout=60)
 

@@ -10,30 +10,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
 
-import time_machine
 from django.db import connection
 
 from accounts.models import Organization
 from billing.models import Invoice, InvoiceStatus
 from leasing.models import Lease
-from leasing.services.acceptance import lease_acceptance_run_record
-from leasing.services.leases import lease_create, request_build
 from tests.billing.conftest import LocalStripe
-from tests.contracts.factories import ACCEPTANCE_TOKENS
+from tests.clock import at
 from tests.factories import OrganizationFactory, ProviderFactory
 from tests.faults.tools import wait_for
-from tests.leasing.factories import EXIT_TERMS, make_offer
+from tests.scenarios import lease_h200
 
 AS_OF = datetime(2026, 3, 1, 2, tzinfo=UTC)
 INVOICES_PER_PROVIDER = 4
-
-
-def at(month: int, day: int, hour: int = 0) -> datetime:
-    return datetime(2026, month, day, hour, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -62,30 +54,6 @@ class Scenario:
         )
 
 
-def _lease(provider: Organization, customer: Organization, *, gpus: int, rate: str) -> Lease:
-    with time_machine.travel(at(1, 5), tick=False):
-        offer = make_offer(
-            provider, price_per_gpu_hour=rate, contract_template=[EXIT_TERMS, ACCEPTANCE_TOKENS]
-        )
-        lease = lease_create(
-            customer=customer,
-            request=request_build(offer=offer, gpu_count=gpus, start=at(1, 10), end=at(7, 1)),
-            actor="customer",
-        )
-    with time_machine.travel(at(1, 11, 12), tick=False):
-        lease_acceptance_run_record(
-            lease=lease,
-            party="lessee",
-            organization=lease.customer,
-            actor="customer",
-            metric="output_tokens_per_s",
-            measured_value=Decimal("2600"),
-            quality_delta_pct=Decimal("0.4"),
-            ran_at=at(1, 11, 12),
-        )
-    return lease
-
-
 def scenario(name: str) -> Scenario:
     """The provider `name` with its two leases; customers have a billing address each."""
     provider = cast(Organization, ProviderFactory(name=f"Provider {name}", slug=f"prov-{name}"))
@@ -101,8 +69,8 @@ def scenario(name: str) -> Scenario:
         for index in (1, 2)
     ]
     leases = [
-        _lease(provider, customers[0], gpus=8, rate="2.40"),
-        _lease(provider, customers[1], gpus=4, rate="3.10"),
+        lease_h200(provider, customers[0], gpus=8, rate="2.40"),
+        lease_h200(provider, customers[1], gpus=4, rate="3.10"),
     ]
     return Scenario(provider=provider, leases=leases)
 

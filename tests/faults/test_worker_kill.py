@@ -13,14 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from billing.models import (
     BillingRun,
     BillingRunKind,
+    BillingRunOutcome,
     DocumentSequence,
     Invoice,
     NumberSeries,
 )
+from tests.core.test_metrics import scrape, value
 from tests.faults.billing_data import (
     AS_OF,
     INVOICES_PER_PROVIDER,
@@ -117,9 +120,77 @@ def test_a_worker_killed_while_billing_an_invoice_bills_as_an_undisturbed_run(
         wait_delivered(disturbed)
 
     assert_same_as_undisturbed(disturbed, undisturbed, held_stripe, tmp_path / "mail")
-    # The killed run never closed its log row; the rerun did the work.
+    # The killed run never closed its log row: the rerun marked it abandoned and did the rest.
     runs = BillingRun.objects.filter(kind=BillingRunKind.CYCLE, as_of=AS_OF).order_by("pk")
-    assert [run.finished_at is not None for run in runs] == [True, False, True]
+    assert [run.outcome for run in runs] == ["completed", "abandoned", "completed"]
+    assert [run.finished_at is not None for run in runs] == [True, True, True]
+    assert runs[1].picked_up_by == runs[2]
+
+
+@TRANSACTIONAL
+@pytest.mark.worker
+def test_a_worker_killed_mid_cycle_leaves_an_abandoned_run_that_the_next_run_accounts_for(
+    private_redis: RedisServer,
+    held_stripe: HeldStripe,
+    start_worker: StartWorker,
+    tmp_path: Path,
+    client: Client,
+) -> None:
+    undisturbed = scenario("calm-abandon")
+    worker = start_worker()
+    run_cycle(private_redis)
+    wait_delivered(undisturbed)
+
+    disturbed = scenario("kill-abandon")
+    # The worker dies in the fourth and last draft of the run, three drafts committed.
+    with StalledInserts("billing_invoiceline", disturbed.line_insert_of(lease=1, month=2)) as stall:
+        run_cycle(private_redis)
+        stall.wait_stalled()
+        worker.kill()
+        killed = BillingRun.objects.filter(kind=BillingRunKind.CYCLE).latest("pk")
+        committed = Invoice.objects.filter(issuer=disturbed.provider)
+        # Its row says what it committed, not 0: the count is written with each draft.
+        assert (killed.outcome, killed.finished_at) == (BillingRunOutcome.RUNNING, None)
+        assert (killed.drafts_created, killed.finalized) == (3, 0)
+        assert sorted(killed.summary["drafts"]) == sorted(committed.values_list("pk", flat=True))
+        # While it is open, /metrics shows it running, not as a run without failure.
+        samples = scrape(client)
+        assert value(samples, "cardhour_billing_runs_running", kind="cycle") == 1
+        assert value(samples, "cardhour_billing_runs_abandoned_total", kind="cycle") == 0
+
+        # The task comes back after the visibility timeout, by then past the run timeout
+        # (tools.RUN_TIMEOUT_S, shorter as in production): the rerun abandons the killed run.
+        start_worker()
+        wait_for(
+            lambda: sessions_waiting_on_rows() > 0,
+            seconds=60,
+            what="the redelivered run_cycle to wait for the killed run's row lock",
+        )
+        stall.release()
+        wait_delivered(disturbed)
+
+    # Nothing missing, nothing twice: exactly what an undisturbed run bills.
+    assert_same_as_undisturbed(disturbed, undisturbed, held_stripe, tmp_path / "mail")
+    killed.refresh_from_db()
+    rerun = BillingRun.objects.get(kind=BillingRunKind.CYCLE, picked_up_from=killed)
+    assert killed.outcome == BillingRunOutcome.ABANDONED
+    assert killed.finished_at is not None
+    assert (killed.drafts_created, killed.finalized) == (3, 0)
+    # The rerun counts only its own share, and says what it took over from whom.
+    assert (rerun.outcome, rerun.drafts_created, rerun.finalized) == ("completed", 1, 4)
+    assert rerun.summary["picked_up_from"] == [killed.pk]
+    live = [invoice.pk for invoice in disturbed.invoices()]
+    assert sorted(rerun.summary["picked_up"]) == sorted(live)
+    assert rerun.picked_up == len(live)
+    # Between them, every invoice drafted once and finalized once.
+    assert sorted(killed.summary["drafts"] + rerun.summary["drafts"]) == sorted(live)
+    assert sorted(rerun.summary["finalized"]) == sorted(live)
+
+    samples = scrape(client)
+    assert value(samples, "cardhour_billing_runs_running", kind="cycle") == 0
+    assert value(samples, "cardhour_billing_runs_abandoned_total", kind="cycle") == 1
+    assert value(samples, "cardhour_billing_runs_failed_total", kind="cycle") == 1
+    assert value(samples, "cardhour_billing_runs_total", kind="cycle") == 3
 
 
 @TRANSACTIONAL

@@ -35,6 +35,11 @@ REDIS_SERVER = shutil.which("redis-server")
 # worker's task come back within seconds. A slow task is not run twice meanwhile: a solo worker
 # does not look for expired messages while it runs one, and only one worker runs at a time.
 VISIBILITY_TIMEOUT_S = 3
+# A cycle or delivery run open this long counts as abandoned (BILLING_RUN_TIMEOUT_MINUTES: half
+# an hour in production). Shorter than the visibility timeout, as in production, so a killed
+# run is past it by the time its task comes back, and the rerun marks it abandoned and takes
+# over. No run of these tests overlaps another of its kind (one solo worker at a time).
+RUN_TIMEOUT_S = 1
 
 
 def wait_for(predicate: Callable[[], Any], *, seconds: float, what: str) -> Any:
@@ -170,6 +175,8 @@ def service_env(*, broker_url: str, tmp_path: Path, stripe_url: str | None) -> d
         EMAIL_URL=f"filemail:///{tmp_path / 'mail'}",
         STRIPE_API_KEY=API_KEY if stripe_url else "",
         STRIPE_API_BASE=stripe_url or "",
+        CELERY_VISIBILITY_TIMEOUT_SECONDS=str(VISIBILITY_TIMEOUT_S),
+        BILLING_RUN_TIMEOUT_MINUTES=str(RUN_TIMEOUT_S / 60),
         FAULTS_BROKER_TRANSPORT_OPTIONS=json.dumps(
             {
                 "visibility_timeout": VISIBILITY_TIMEOUT_S,

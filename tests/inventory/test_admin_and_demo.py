@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -106,22 +107,69 @@ def test_an_admin_overlapping_outage_is_refused(admin_client, node):
     }
     response = admin_client.post(reverse("admin:inventory_outage_add"), data)
     assert response.status_code == 200
-    assert "Overlaps outage" in response.content.decode()
+    assert "overlaps another outage of the same GPU or node" in response.content.decode()
     assert Outage.objects.count() == 1
 
 
-def test_an_admin_market_price_is_recorded_through_the_service(admin_client):
-    data = {
+def _market_price_form(**overrides: str) -> dict[str, Any]:
+    """The market price add form as the admin posts it."""
+    return {
         "gpu_model": GpuModel.objects.get(slug="b200").pk,
         "observed_on": "2025-06-01",
         "term": "on_demand",
         "price_per_gpu_hour": "5.5",
         "currency": "usd",
         "source": "ops desk",
+        **overrides,
     }
+
+
+def test_an_admin_market_price_is_recorded_through_the_service(admin_client):
+    data = _market_price_form()
     response = admin_client.post(reverse("admin:inventory_marketprice_add"), data)
     assert response.status_code == 302
     assert MarketPrice.objects.get().currency == "USD"
+
+
+def test_an_admin_market_price_is_checked_with_the_batch_rules(admin_client):
+    data = _market_price_form(observed_on="2999-01-01", price_per_gpu_hour="0")
+    response = admin_client.post(reverse("admin:inventory_marketprice_add"), data)
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "A price cannot be observed later." in content  # the service's own wording
+    assert "A price must be above 0." in content
+    assert not MarketPrice.objects.exists()
+
+
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_a_site_for_a_non_provider_is_refused_by_the_service_and_shown_on_the_form(
+    admin_client, customer
+):
+    data = {**site_payload(), "organization": customer.pk}
+    response = admin_client.post(reverse("admin:inventory_site_add"), data)
+    assert response.status_code == 200  # the form again, not a 500
+    assert any("(not_a_provider)" in message for message in _messages(response))
+    assert "only providers own sites" in str(response.context["adminform"].form.errors)
+    assert not Site.objects.exists()
+
+
+def test_an_outage_edit_that_overlaps_is_refused_and_the_outage_keeps_its_period(
+    admin_client, node
+):
+    start = datetime(2025, 6, 1, tzinfo=UTC)
+    Outage.objects.create(
+        node=node, start=start, end=datetime(2025, 6, 2, tzinfo=UTC), kind="planned"
+    )
+    later = Outage.objects.create(node=node, start=datetime(2025, 6, 5, tzinfo=UTC), kind="planned")
+    data = {"start_0": "2025-06-01", "start_1": "12:00:00", "kind": "planned", "cause": "other"}
+    response = admin_client.post(reverse("admin:inventory_outage_change", args=[later.pk]), data)
+    assert response.status_code == 200
+    assert "overlaps another outage" in response.content.decode()
+    later.refresh_from_db()
+    assert later.start == datetime(2025, 6, 5, tzinfo=UTC)
 
 
 def test_the_demo_inventory_loads_and_loading_again_changes_nothing(settings):

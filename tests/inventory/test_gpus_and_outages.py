@@ -8,15 +8,13 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from inventory.models import Outage
+from tests.clock import iso
+from tests.inventory.factories import make_node
 
 pytestmark = pytest.mark.django_db
 
 GPUS = "/api/v1/gpus/"
 OUTAGES = "/api/v1/outages/"
-
-
-def at(hour: int, day: int = 1) -> str:
-    return datetime(2025, 6, day, hour, tzinfo=UTC).isoformat()
 
 
 def test_a_provider_changes_a_gpus_health(provider, node, client_for):
@@ -84,7 +82,7 @@ def test_a_provider_records_and_closes_an_outage(provider, node, client_for):
     body = {
         "node": node.pk,
         "gpu": gpu.pk,
-        "start": at(10),
+        "start": iso(2025, 6, 1, 10),
         "kind": "unplanned",
         "cause": "hardware",
     }
@@ -93,7 +91,7 @@ def test_a_provider_records_and_closes_an_outage(provider, node, client_for):
     outage_id = response.json()["id"]
     assert response.json()["end"] is None and response.json()["gpu_index"] == 1
     assert [r["id"] for r in client.get(f"{OUTAGES}?ongoing=true").json()["results"]] == [outage_id]
-    response = client.patch(f"{OUTAGES}{outage_id}/", {"end": at(12)}, format="json")
+    response = client.patch(f"{OUTAGES}{outage_id}/", {"end": iso(2025, 6, 1, 12)}, format="json")
     assert response.status_code == 200
     assert client.get(f"{OUTAGES}?ongoing=true").json()["results"] == []
 
@@ -101,15 +99,15 @@ def test_a_provider_records_and_closes_an_outage(provider, node, client_for):
 @pytest.mark.parametrize(
     ("overrides", "code", "field"),
     [
-        ({"end": at(9)}, "outage_ends_before_start", "end"),
-        ({"end": at(10)}, "outage_ends_before_start", "end"),
+        ({"end": iso(2025, 6, 1, 9)}, "outage_ends_before_start", "end"),
+        ({"end": iso(2025, 6, 1, 10)}, "outage_ends_before_start", "end"),
         ({"start": "2025-06-01T10:00:00"}, "naive_datetime", "start"),
         ({"kind": "surprise"}, "invalid_choice", "kind"),
         ({"start": "tomorrow"}, "invalid", "start"),
     ],
 )
 def test_bad_outage_input_is_400(provider, node, client_for, overrides, code, field):
-    body = {"node": node.pk, "start": at(10), "kind": "planned", **overrides}
+    body = {"node": node.pk, "start": iso(2025, 6, 1, 10), "kind": "planned", **overrides}
     response = client_for(provider).post(OUTAGES, body, format="json")
     assert response.status_code == 400, response.json()
     assert (response.json()["code"], response.json()["detail"]["field"]) == (code, field)
@@ -117,16 +115,19 @@ def test_bad_outage_input_is_400(provider, node, client_for, overrides, code, fi
 
 
 def test_a_gpu_of_another_node_is_refused(provider, site, node, client_for):
-    from tests.inventory.factories import make_node
-
     second = make_node(site, hostname="gpu-02")
-    body = {"node": node.pk, "gpu": second.gpus.first().pk, "start": at(10), "kind": "planned"}
+    body = {
+        "node": node.pk,
+        "gpu": second.gpus.first().pk,
+        "start": iso(2025, 6, 1, 10),
+        "kind": "planned",
+    }
     response = client_for(provider).post(OUTAGES, body, format="json")
     assert response.status_code == 400 and response.json()["code"] == "gpu_not_on_node"
 
 
 def test_an_outage_of_another_providers_node_is_404(provider, other_node, client_for):
-    body = {"node": other_node.pk, "start": at(10), "kind": "planned"}
+    body = {"node": other_node.pk, "start": iso(2025, 6, 1, 10), "kind": "planned"}
     response = client_for(provider).post(OUTAGES, body, format="json")
     assert response.status_code == 404 and response.json()["code"] == "node_not_found"
 
@@ -134,20 +135,30 @@ def test_an_outage_of_another_providers_node_is_404(provider, other_node, client
 def test_overlapping_outages_of_the_same_gpu_are_409(provider, node, client_for):
     client = client_for(provider)
     gpu, other_gpu = node.gpus.order_by("index")[:2]
-    first = {"node": node.pk, "gpu": gpu.pk, "start": at(10), "end": at(12), "kind": "unplanned"}
+    first = {
+        "node": node.pk,
+        "gpu": gpu.pk,
+        "start": iso(2025, 6, 1, 10),
+        "end": iso(2025, 6, 1, 12),
+        "kind": "unplanned",
+    }
     assert client.post(OUTAGES, first, format="json").status_code == 201
-    clash = {**first, "start": at(11), "end": at(13)}
+    clash = {**first, "start": iso(2025, 6, 1, 11), "end": iso(2025, 6, 1, 13)}
     response = client.post(OUTAGES, clash, format="json")
     assert response.status_code == 409 and response.json()["code"] == "outage_overlaps"
     # Half-open periods: starting exactly at the end is no overlap.
     assert (
-        client.post(OUTAGES, {**first, "start": at(12), "end": at(13)}, format="json").status_code
+        client.post(
+            OUTAGES,
+            {**first, "start": iso(2025, 6, 1, 12), "end": iso(2025, 6, 1, 13)},
+            format="json",
+        ).status_code
         == 201
     )
     # Another GPU of the node may be down at the same time.
     assert client.post(OUTAGES, {**clash, "gpu": other_gpu.pk}, format="json").status_code == 201
     # A node-wide outage covers every GPU, so it clashes with both.
-    node_wide = {"node": node.pk, "start": at(11, day=1), "kind": "planned"}
+    node_wide = {"node": node.pk, "start": iso(2025, 6, 1, 11), "kind": "planned"}
     response = client.post(OUTAGES, node_wide, format="json")
     assert response.status_code == 409
 
@@ -155,9 +166,9 @@ def test_overlapping_outages_of_the_same_gpu_are_409(provider, node, client_for)
 def test_an_open_outage_blocks_every_later_outage_of_that_gpu(provider, node, client_for):
     client = client_for(provider)
     gpu = node.gpus.first()
-    body = {"node": node.pk, "gpu": gpu.pk, "start": at(10), "kind": "unplanned"}
+    body = {"node": node.pk, "gpu": gpu.pk, "start": iso(2025, 6, 1, 10), "kind": "unplanned"}
     assert client.post(OUTAGES, body, format="json").status_code == 201
-    later = {**body, "start": at(10, day=20), "end": at(11, day=20)}
+    later = {**body, "start": iso(2025, 6, 20, 10), "end": iso(2025, 6, 20, 11)}
     assert client.post(OUTAGES, later, format="json").status_code == 409
 
 
@@ -174,9 +185,16 @@ def test_the_database_refuses_overlaps_and_backwards_periods(node):
 def test_outages_filter_by_window(provider, node, client_for):
     client = client_for(provider)
     for day in (1, 5, 9):
-        body = {"node": node.pk, "start": at(10, day), "end": at(12, day), "kind": "planned"}
+        body = {
+            "node": node.pk,
+            "start": iso(2025, 6, day, 10),
+            "end": iso(2025, 6, day, 12),
+            "kind": "planned",
+        }
         client.post(OUTAGES, body, format="json")
-    rows = client.get(OUTAGES, {"start": at(0, 4), "end": at(0, 9)}).json()["results"]
+    rows = client.get(OUTAGES, {"start": iso(2025, 6, 4, 0), "end": iso(2025, 6, 9, 0)}).json()[
+        "results"
+    ]
     assert [row["start"][:10] for row in rows] == ["2025-06-05"]
     response = client.get(f"{OUTAGES}?start=whenever")
     assert response.status_code == 400
@@ -184,7 +202,7 @@ def test_outages_filter_by_window(provider, node, client_for):
 
 def test_outages_are_private_to_the_provider(provider, customer, other_provider, node, client_for):
     client_for(provider).post(
-        OUTAGES, {"node": node.pk, "start": at(10), "kind": "planned"}, format="json"
+        OUTAGES, {"node": node.pk, "start": iso(2025, 6, 1, 10), "kind": "planned"}, format="json"
     )
     outage = Outage.objects.get()
     for organization in (customer, other_provider):
@@ -199,7 +217,9 @@ def test_shrinking_a_node_past_gpus_with_outages_is_409(provider, node, client_f
     client = client_for(provider)
     gpu = node.gpus.get(index=7)
     client.post(
-        OUTAGES, {"node": node.pk, "gpu": gpu.pk, "start": at(10), "kind": "planned"}, format="json"
+        OUTAGES,
+        {"node": node.pk, "gpu": gpu.pk, "start": iso(2025, 6, 1, 10), "kind": "planned"},
+        format="json",
     )
     response = client.patch(f"/api/v1/nodes/{node.pk}/", {"gpu_count": 4}, format="json")
     assert response.status_code == 409 and response.json()["code"] == "gpus_have_outages"

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from contracts.choices import ContractStatus, EventKind
 from leasing.choices import HoldStatus, LeaseStatus
-from leasing.models import Allocation, Hold, Lease, PreemptionNotice
+from leasing.models import Allocation, Hold, Lease, PreemptionNotice, Quote
 from tests.contracts.factories import ACCEPTANCE_TOKENS, EXIT_3_MONTHS
 from tests.leasing.pool import make_pool, next_hour
 
@@ -384,8 +384,6 @@ def test_quote_then_hold_then_lease_keeps_the_quoted_price(client_for, provider,
 
 
 def test_an_expired_quote_cannot_be_held_or_leased(client_for, provider, customer):
-    from leasing.models import Quote
-
     make_pool(provider)
     client = client_for(customer)
     client.post(

@@ -1,27 +1,5 @@
-"""Demo billing: the three calendar months that ended just before now, billed by the real jobs.
-
-Seeding walks a quarter of the demo customer's history in time order, each step through the
-service that would have run then, with that moment as its clock:
-
-- a 12-month block of 8 x H200 in Melbourne (booked a few days before the quarter) that fails
-  its first acceptance run and passes the second; its node goes down for a few hours in the
-  first month (an SLA credit), and a market price cut in the second month steps its rate down
-  from the third month (a `market_drop` price step);
-- a 6-month block of 4 x H200 whose customer gives notice in the second month and leaves in the
-  third, paying the early-termination fee;
-- a token-SLA contract on the demo provider's SLA offering, with a usage batch reported after
-  every day: a few thousand requests, some timing out or failing, some refused by the caller,
-  a few the ingest refuses, a retried batch (duplicates), an incident in the second month (an
-  SLA credit), and a batch stuck at the provider that arrives after its month was billed (late
-  usage, billed on the next invoice);
-- the hourly rollups sweep and the billing cycle two hours after each month's end;
-- the nightly market-index job ten minutes after each midnight: the demo publishers' quotes are
-  registered index sources, so the fixings carry the block's reference rate and the price cut.
-
-The months are whole UTC calendar months counted back from now, so the demo works whatever day
-`make run` starts. Finalized invoices are handed to the worker for delivery (PDF and e-mail)
-once the seed commits. Seeding again changes nothing.
-"""
+"""The simulated quarter: every step (offers, leases, acceptance, outages, notice, market
+quotes and fixings, token usage, rollups, the billing cycle) at its moment, in time order."""
 
 from __future__ import annotations
 
@@ -31,16 +9,32 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from functools import partial
-from itertools import pairwise
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
-from celery import current_app
-from django.db import transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing.models import Invoice, InvoiceLine, InvoiceStatus, LineKind
+from billing.demo.timing import (
+    ACTOR,
+    CALLER_REJECTED,
+    CYCLE_DELAY,
+    EVENTS_PER_DAY,
+    EXIT_AFTER,
+    FALLBACK_MARKET_RATE,
+    FIXING_DELAY,
+    GPU_MODEL,
+    MARKET_STEP,
+    OFFER_NAME,
+    PRICE_CUT,
+    QUOTE_SOURCES,
+    REPORT_DELAY,
+    RESERVED_LADDER,
+    ROLLUP_DELAY,
+    SITE,
+    STUCK_EVENTS,
+    at_offset,
+    off_index_day,
+)
 from billing.services.cycle import billing_cycle_run
 from billing.services.ingest import BatchOutcome, usage_batch_ingest
 from billing.services.rollups import usage_rollups_refresh
@@ -58,72 +52,6 @@ from leasing.services.acceptance import lease_acceptance_run_record
 from leasing.services.changes import lease_exit, leases_end_due
 from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_subscription_create
-
-ACTOR = "demo"
-PROVIDER = "demo-provider"
-CUSTOMER = "demo-customer"
-GPU_MODEL = "h200-sxm"
-SITE = "Melbourne MEL1"
-# The seed's marker: when this offer exists, the quarter has been simulated already.
-OFFER_NAME = "NVIDIA H200 SXM at Melbourne MEL1, accepted and price-protected blocks"
-MONTHS = 3
-# The cycle runs this long after a month's end: past the finalization grace (1 h by default).
-CYCLE_DELAY = timedelta(hours=2)
-ROLLUP_DELAY = timedelta(hours=1, minutes=50)
-# Each day's usage is reported shortly after midnight, well inside the grace window.
-REPORT_DELAY = timedelta(minutes=10)
-# The nightly job fixes the market index of the day before (the beat runs it at 00:10 UTC).
-FIXING_DELAY = timedelta(minutes=10)
-
-# The rate steps 15 % down from the period after the H200 market falls 10 % below the rate
-# quoted when the lease was signed (a successor's GA date would not fall inside a demo window).
-MARKET_STEP: dict[str, Any] = {
-    "kind": "generational_price_step",
-    "successor_model": "b200",
-    "trigger": "market_drop",
-    "market_drop_pct": "10",
-    "step": "percent",
-    "step_pct": "15",
-    "floor_rate": "1.20",
-    "min_months_between_steps": 6,
-}
-RESERVED_LADDER = {"1": "5", "3": "10", "6": "15", "12": "25"}
-# The demo inventory's synthetic quote sources, and how far each sits from the middle one.
-QUOTE_SOURCES = (
-    ("demo-index: lister A", Decimal("0.96")),
-    ("demo-index: lister B", Decimal("1.00")),
-    ("demo-index: lister C", Decimal("1.07")),
-)
-FALLBACK_MARKET_RATE = Decimal("3.40")
-PRICE_CUT = Decimal("0.85")
-
-EVENTS_PER_DAY = 48
-# Two requests a day above the committed throughput, refused because of the caller.
-CALLER_REJECTED = frozenset({7, 31})
-STUCK_EVENTS = 30
-EXIT_AFTER = timedelta(days=31)
-
-
-def _month_start(moment: datetime) -> datetime:
-    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-def simulated_months(now: datetime) -> list[tuple[datetime, datetime]]:
-    """The last MONTHS whole UTC calendar months whose billing cycle has run by `now`."""
-    end = _month_start(now.astimezone(UTC) - CYCLE_DELAY - timedelta(hours=1))
-    starts = [add_months(end, -back) for back in range(MONTHS, -1, -1)]
-    return list(pairwise(starts))
-
-
-def _at(day: datetime, days: int = 0, hours: int = 0, minutes: int = 0) -> datetime:
-    return day + timedelta(days=days, hours=hours, minutes=minutes)
-
-
-def _off_index_day(day: date, today: date) -> date:
-    """The day, or the next one the demo inventory's weekly index has no quote on."""
-    while (today - day).days % 7 == 0:
-        day += timedelta(days=1)
-    return day
 
 
 @dataclass
@@ -165,26 +93,32 @@ class Quarter:
     def timeline(self) -> list[tuple[datetime, Callable[[datetime], None]]]:
         """Every step of the quarter with the moment it happens."""
         first, second = self.months[0][0], self.months[1][0]
-        block_start = _at(first, days=-4)
-        exiting_start = _at(first, days=6)
-        notice_at = _at(second, days=9, hours=10)
+        block_start = at_offset(first, days=-4)
+        exiting_start = at_offset(first, days=6)
+        notice_at = at_offset(second, days=9, hours=10)
         exit_date = notice_at.date() + EXIT_AFTER
         # 30 days' notice runs out before the exit date, so the lease ends on it; the lifecycle
         # jobs end the contract and the lease an hour later.
         exit_at = datetime.combine(exit_date, time.min, tzinfo=UTC)
         steps: list[tuple[datetime, Callable[[datetime], None]]] = [
-            (_at(block_start, days=-3, hours=9), self.publish_offer),
-            (_at(block_start, days=-2, hours=10), partial(self.book_block, start=block_start)),
-            (_at(block_start, hours=20), partial(self.accept, "block", Decimal("2310"))),
-            (_at(block_start, days=1, hours=16), partial(self.accept, "block", Decimal("2640"))),
-            (_at(first, days=-3, hours=11), self.sign_token_contract),
-            (_at(first, days=4, hours=14), partial(self.book_exiting, start=exiting_start)),
-            (_at(exiting_start, hours=18), partial(self.accept, "exiting", Decimal("2575"))),
-            (_at(first, days=16, hours=3, minutes=10), self.node_outage),
-            (_at(second, days=2, hours=9), self.report_stuck_usage),
+            (at_offset(block_start, days=-3, hours=9), self.publish_offer),
+            (
+                at_offset(block_start, days=-2, hours=10),
+                partial(self.book_block, start=block_start),
+            ),
+            (at_offset(block_start, hours=20), partial(self.accept, "block", Decimal("2310"))),
+            (
+                at_offset(block_start, days=1, hours=16),
+                partial(self.accept, "block", Decimal("2640")),
+            ),
+            (at_offset(first, days=-3, hours=11), self.sign_token_contract),
+            (at_offset(first, days=4, hours=14), partial(self.book_exiting, start=exiting_start)),
+            (at_offset(exiting_start, hours=18), partial(self.accept, "exiting", Decimal("2575"))),
+            (at_offset(first, days=16, hours=3, minutes=10), self.node_outage),
+            (at_offset(second, days=2, hours=9), self.report_stuck_usage),
             (notice_at, partial(self.give_notice, exit_date=exit_date)),
             (exit_at + timedelta(hours=1), self.end_due),
-            (_at(second, days=12, hours=18), self.market_price_cut),
+            (at_offset(second, days=12, hours=18), self.market_price_cut),
         ]
         for index, (start, end) in enumerate(self.months):
             day = start
@@ -195,7 +129,7 @@ class Quarter:
                 day += timedelta(days=1)
             steps.append((end + ROLLUP_DELAY, partial(self.refresh_rollups, since=start)))
             steps.append((end + CYCLE_DELAY, self.run_billing))
-        steps += self._fixing_nights(first_day=_at(block_start, days=-3).date())
+        steps += self._fixing_nights(first_day=at_offset(block_start, days=-3).date())
         return sorted(steps, key=lambda step: step[0])
 
     def _fixing_nights(
@@ -343,7 +277,7 @@ class Quarter:
         """Listers cut H200 prices 15 % below the market rate the block was signed at."""
         assert self.block is not None
         reference = self.block.contract.reference_market_rate or FALLBACK_MARKET_RATE
-        self._quotes(_off_index_day(at.date(), timezone.now().date()), reference * PRICE_CUT)
+        self._quotes(off_index_day(at.date(), timezone.now().date()), reference * PRICE_CUT)
 
     # ------------------------------------------------------------ token usage
 
@@ -471,62 +405,3 @@ class Quarter:
         leases = [lease for lease in (self.block, self.exiting) if lease is not None]
         made = [lease.contract for lease in leases]
         return made + ([self.tokens] if self.tokens is not None else [])
-
-
-def _deliver_later(invoice_ids: list[int]) -> None:
-    """After commit, hand each invoice to the worker: PDF, e-mail (and Stripe when enabled)."""
-    for invoice_id in invoice_ids:
-        transaction.on_commit(
-            partial(current_app.send_task, "billing.deliver_invoice", args=[invoice_id]),
-            robust=True,
-        )
-
-
-def _summary(quarter: Quarter, out: TextIO) -> None:
-    invoices = list(
-        Invoice.objects.filter(contract__in=quarter.contracts())
-        .exclude(status=InvoiceStatus.DRAFT)
-        .order_by("issued_at", "sequence_number")
-    )
-    lines = InvoiceLine.objects.filter(invoice__in=invoices)
-    credits = lines.filter(kind=LineKind.SLA_CREDIT).count()
-    fees = lines.filter(kind=LineKind.EXIT_FEE).aggregate(total=Sum("amount"))["total"] or 0
-    total = sum((invoice.total for invoice in invoices), Decimal(0))
-    first, last = quarter.months[0][0], quarter.months[-1][1] - timedelta(days=1)
-    tally = quarter.tally
-    out.write(
-        f"  billing:            {first:%Y-%m-%d} to {last:%Y-%m-%d} simulated: "
-        f"{len(invoices)} invoices, {total:,.2f} USD, {credits} SLA credits, "
-        f"exit fee {fees:,.2f} USD\n"
-        f"                      usage: {tally.events} events in {tally.batches} batches "
-        f"({tally.accepted} accepted, {tally.late} late, {tally.duplicate} duplicate, "
-        f"{tally.refused} refused)\n"
-    )
-    for invoice in invoices:
-        out.write(
-            f"                      {invoice.number}  {invoice.contract.number}  "
-            f"{invoice.period_start:%Y-%m-%d}..{invoice.period_end:%Y-%m-%d}  "
-            f"{invoice.total:>12,.2f} {invoice.currency}\n"
-        )
-
-
-def seed(out: TextIO) -> None:
-    """Simulate the demo customer's last three months of leases and token usage; bill them."""
-    provider = Organization.objects.get(slug=PROVIDER)
-    if Offer.objects.filter(provider=provider, name=OFFER_NAME).exists():
-        out.write("  billing:            already seeded\n")
-        return
-    quarter = Quarter(
-        provider=provider,
-        customer=Organization.objects.get(slug=CUSTOMER),
-        months=simulated_months(timezone.now()),
-    )
-    quarter.run()
-    _summary(quarter, out)
-    _deliver_later(
-        list(
-            Invoice.objects.filter(
-                contract__in=quarter.contracts(), status=InvoiceStatus.FINALIZED
-            ).values_list("pk", flat=True)
-        )
-    )

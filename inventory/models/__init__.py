@@ -1,0 +1,21 @@
+"""Inventory: the GPU catalog, the market index (registered sources, observations, daily
+fixings), and each provider's asset register (sites, nodes, GPUs) with the outages that the SLA
+and billing logic later read. One module per concern; import the models from here."""
+
+from inventory.models.assets import Gpu, Node, Outage, Site
+from inventory.models.base import TsTzRange, history_user
+from inventory.models.catalog import GpuModel
+from inventory.models.market import IndexFixing, IndexSource, MarketPrice
+
+__all__ = [
+    "Gpu",
+    "GpuModel",
+    "IndexFixing",
+    "IndexSource",
+    "MarketPrice",
+    "Node",
+    "Outage",
+    "Site",
+    "TsTzRange",
+    "history_user",
+]
