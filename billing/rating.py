@@ -19,6 +19,7 @@ from typing import Any
 from billing.metering import CardHourUsage, MeteredGpu, clip, seconds
 from contracts import engine
 from core.money import Money, round_money
+from core.text import counted
 
 MILLION = Decimal(1_000_000)
 SECONDS_PER_HOUR = Decimal(3600)
@@ -347,7 +348,8 @@ def _token_lines(facts: RatingInput) -> list[LineDraft]:
             facts, facts.tokens, prefix="", start=facts.period.start, end=facts.period.end
         )
     for late in sorted(facts.late_tokens, key=lambda item: item.period_start):
-        note = f" (late usage of the period from {_day(late.period_start)}, {late.events} events)"
+        events = counted(late.events, "event")
+        note = f" (late usage of the period from {_day(late.period_start)}, {events})"
         lines += _token_pair(
             facts,
             late.usage,

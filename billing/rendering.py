@@ -8,6 +8,7 @@ minor unit with thousands separators; dates are UTC calendar dates.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -17,6 +18,7 @@ from fpdf import FPDF
 from fpdf.fonts import FontFace
 
 from billing.models import CreditNote, Invoice, InvoiceStatus
+from contracts.models import ContractEvent
 from core.money import minor_unit, round_money
 
 # Characters that show up in descriptions and contract-event explanations but are not in the
@@ -128,6 +130,19 @@ def _party(organization: Any) -> dict[str, Any]:
     }
 
 
+def _explanations_beyond(description: str, events: Iterable[ContractEvent]) -> list[str]:
+    """The events' sentences a line's description does not already say, each once.
+
+    A decision line's description is its event's explanation, and a stepped-rate line quotes
+    the step's; printing them again under the line would say the same thing twice.
+    """
+    said = [description]
+    for event in events:
+        if not any(event.explanation in text for text in said):
+            said.append(event.explanation)
+    return said[1:]
+
+
 def invoice_document(invoice: Invoice) -> dict[str, Any]:
     """Everything an invoice document shows, preformatted; both renderers use only this."""
     currency = invoice.currency
@@ -166,7 +181,7 @@ def invoice_document(invoice: Invoice) -> dict[str, Any]:
                     if line.service_start and line.service_end
                     else ""
                 ),
-                "events": [event.explanation for event in line.events.all()],
+                "events": _explanations_beyond(line.description, line.events.all()),
             }
             for line in lines
         ],

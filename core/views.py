@@ -1,8 +1,13 @@
-"""Plain Django views outside the API: the health check."""
+"""Plain Django views outside the API: the health check and stored documents for staff."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from pathlib import PurePosixPath
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import SuspiciousFileOperation
+from django.core.files.storage import default_storage
+from django.http import FileResponse, Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from core.health import check_broker, check_database
@@ -19,3 +24,20 @@ def healthz(request: HttpRequest) -> JsonResponse:
     if errors:
         body["errors"] = errors
     return JsonResponse(body, status=200 if healthy else 503)
+
+
+@require_GET
+@staff_member_required
+def stored_document(request: HttpRequest, name: str) -> FileResponse:
+    """A stored file (an invoice or credit-note PDF) under MEDIA_URL, for staff only.
+
+    The admin links stored files by their storage URL; this answers it in every environment
+    (`make run` has no web server for MEDIA_ROOT) without making customer documents public.
+    """
+    try:
+        if not default_storage.exists(name):
+            raise Http404("No such stored document.")
+        handle = default_storage.open(name, "rb")
+    except SuspiciousFileOperation as error:  # a path outside the storage
+        raise Http404("No such stored document.") from error
+    return FileResponse(handle, filename=PurePosixPath(name).name)

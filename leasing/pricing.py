@@ -10,6 +10,7 @@ from typing import Any
 
 from core.errors import SemanticError, ValidationFailed
 from core.money import round_money, round_rate
+from core.text import counted
 
 HUNDRED = Decimal(100)
 SECONDS_PER_HOUR = Decimal(3600)
@@ -96,7 +97,7 @@ def rate_for(prices: OfferPrices, *, mode: str, term_months: int | None) -> tupl
         rungs = [months for months in prices.reserved_ladder if months <= term_months]
         if not rungs:
             raise SemanticError(
-                f"The offer has no reserved price for {term_months} month(s).",
+                f"The offer has no reserved price for {counted(term_months, 'month')}.",
                 code="no_reserved_price",
                 detail={"ladder_months": sorted(prices.reserved_ladder)},
             )
@@ -104,8 +105,9 @@ def rate_for(prices: OfferPrices, *, mode: str, term_months: int | None) -> tupl
         discount = prices.reserved_ladder[rung]
         rate = round_rate(prices.on_demand * (HUNDRED - discount) / HUNDRED)
         return rate, (
-            f"reserved {term_months} months: {discount:f} % off the on-demand rate "
-            f"{prices.on_demand:f} (ladder rung {rung} months) = {rate:f} {prices.currency}/GPU-h"
+            f"reserved {counted(term_months, 'month')}: {discount:f} % off the on-demand rate "
+            f"{prices.on_demand:f} (ladder rung {counted(rung, 'month')}) = "
+            f"{rate:f} {prices.currency}/GPU-h"
         )
     raise ValidationFailed(f"Unknown pricing mode {mode!r}.", code="invalid_pricing_mode")
 
@@ -129,7 +131,7 @@ def price_window(
         total=total,
         currency=prices.currency,
         explanation=(
-            f"{gpu_count} GPU(s) x {hours / gpu_count:f} h = {hours:f} GPU-h at {why}: "
+            f"{counted(gpu_count, 'GPU')} x {hours / gpu_count:f} h = {hours:f} GPU-h at {why}: "
             f"{total:,} {prices.currency}"
         ),
         inputs={

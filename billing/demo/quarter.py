@@ -299,6 +299,7 @@ class Quarter:
             leased_model_slug=GPU_MODEL,
             clauses=offering.contract_template,
             actor=ACTOR,
+            at=at,
         )
         self.tokens = contract_activate(contract=contract, actor=ACTOR, at=start)
         sla_subscription_create(offering=offering, contract=self.tokens)

@@ -27,6 +27,7 @@ from contracts.choices import ContractStatus, EventKind, PricingBasis
 from contracts.models import Contract, ContractEvent
 from contracts.selectors import RATE_EVENT_KINDS, contract_terms
 from core.money import Money
+from core.text import counted
 from inventory.models import GpuModel, Outage
 from leasing.models import Allocation, Lease
 
@@ -121,7 +122,7 @@ def _subject(contract: Contract, lease: Lease | None) -> str:
     name = _model_name(contract)
     if lease is not None:
         # Each card-hour line names its GPU model and rate (a swap may bring another model).
-        return f"{lease.gpu_count} GPUs (lease {lease.pk}, contract {contract.number})"
+        return f"{counted(lease.gpu_count, 'GPU')} (lease {lease.pk}, contract {contract.number})"
     if contract.pricing_basis == PricingBasis.TOKEN_SLA:
         return f"Token SLA {contract.number}"
     return f"{contract.committed_gpus or ''} x {name} (contract {contract.number})".strip()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from pathlib import PurePosixPath
 from typing import Any
 
 from django.conf import settings
@@ -75,14 +76,25 @@ def billing_contacts(invoice: Invoice) -> list[str]:
     return contacts
 
 
+def _pdf_stem(invoice: Invoice) -> str:
+    """The stored PDF's name carries the status it prints: "CH-INV-2026-000001-sent"."""
+    return f"{invoice.number}-{invoice.status}"
+
+
 def invoice_pdf_present(invoice: Invoice) -> bool:
-    """Whether the invoice's stored PDF is set and still on the storage."""
-    name = invoice.pdf.name
-    return bool(name) and invoice.pdf.storage.exists(str(name))
+    """Whether the stored PDF is set, still on the storage, and prints the current status.
+
+    A PDF stored while the invoice was finalized says "Finalized"; once it is sent, paid or
+    voided the next download renders a new one, so the PDF says what the API and admin say.
+    """
+    name = str(invoice.pdf.name or "")
+    if not name or not PurePosixPath(name).stem.startswith(_pdf_stem(invoice)):
+        return False
+    return bool(invoice.pdf.storage.exists(name))
 
 
 def invoice_pdf_store(*, invoice: Invoice) -> Invoice:
-    """Render and store the invoice's PDF once; a rerun with the file present is a no-op."""
+    """Render and store the invoice's PDF once per status; a rerun with it present is a no-op."""
     with transaction.atomic():
         invoice = invoice_lock(invoice)
         _require_issued(invoice, allow_void=True)
@@ -90,7 +102,7 @@ def invoice_pdf_store(*, invoice: Invoice) -> Invoice:
             return invoice
         # A file written here and then rolled back is an orphan, never a wrong document: the
         # rerun writes a fresh file and the invoice points at that one.
-        invoice.pdf.save(f"{invoice.number}.pdf", ContentFile(invoice_pdf(invoice)), save=False)
+        invoice.pdf.save(f"{_pdf_stem(invoice)}.pdf", ContentFile(invoice_pdf(invoice)), save=False)
         invoice.save(update_fields=["pdf", "updated_at"])
         logger.info("invoice %s: stored PDF %s", invoice.pk, invoice.pdf.name)
     return invoice

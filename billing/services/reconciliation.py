@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from billing.models import BillingRun, BillingRunKind, BillingRunOutcome
 from billing.selectors.reconciliation import UsageReconciliation, usage_reconciliation
+from core.text import counted
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ def _failures(result: UsageReconciliation) -> list[dict[str, object]]:
                     "stage": "reconcile",
                     "code": code,
                     "subject": f"contract {contract_id}",
-                    "message": f"{events:,} accepted usage event(s) {what}.",
+                    "message": (
+                        f"{counted(events, 'accepted usage event', shown=f'{events:,}')} {what}."
+                    ),
                 }
             )
     return failures

@@ -20,6 +20,7 @@ from contracts.engine.terms import ContractTerms, Decision, ExitRequest, Termina
 from contracts.schemas import ExitTerms
 from core.errors import SemanticError, ValidationFailed
 from core.money import Money, round_money, round_rate
+from core.text import counted, noun
 
 
 def _breaches_in_window(clause: ExitTerms, exit: ExitRequest) -> int:
@@ -41,8 +42,9 @@ def _fee_free_reason(clause: ExitTerms, exit: ExitRequest) -> str | None:
         breaches = _breaches_in_window(clause, exit)
         if trigger == "sla_breaches" and breaches >= clause.sla_breach_count:
             return (
-                f"the SLA was breached in {breaches} periods within the last "
-                f"{clause.sla_breach_window_months} months (fee-free trigger sla_breaches, "
+                f"the SLA was breached in {counted(breaches, 'period')} within the last "
+                f"{counted(clause.sla_breach_window_months, 'month')} "
+                f"(fee-free trigger sla_breaches, "
                 f"threshold {clause.sla_breach_count})"
             )
     return None
@@ -69,7 +71,8 @@ def _exit_fee(
         assert clause.fee_months is not None  # guaranteed by the schema
         raw = clause.fee_months * gpus * monthly_gpu_hours * rate
         words = (
-            f"{_pct(clause.fee_months)} months of rent = {_pct(clause.fee_months)} x {gpus} GPUs "
+            f"{counted(clause.fee_months, 'month', shown=_pct(clause.fee_months))} of rent = "
+            f"{_pct(clause.fee_months)} x {counted(gpus, 'GPU')} "
             f"x {_pct(monthly_gpu_hours)} h x {_rate(rate)} {terms.rate_unit}"
         )
         if raw > remaining_value:
@@ -81,9 +84,31 @@ def _exit_fee(
         raw = clause.fee_pct / HUNDRED * remaining_value
         words = (
             f"{_pct(clause.fee_pct)} % of the remaining commitment = {_pct(clause.fee_pct)} % x "
-            f"{gpus} GPUs x {_pct(remaining_hours)} h x {_rate(rate)} {terms.rate_unit}"
+            f"{counted(gpus, 'GPU')} x {_pct(remaining_hours)} h x {_rate(rate)} {terms.rate_unit}"
         )
     return round_money(max(raw, Decimal(0)), terms.currency), words
+
+
+def _why_then(
+    effective_end: datetime,
+    exit_at: datetime,
+    notice_end: datetime,
+    notice_days: int,
+    term_end: datetime,
+) -> str:
+    """Why the exit takes effect on `effective_end`, naming the notice's end so the two agree."""
+    # The possessive follows the count: "1 day's notice", "30 days' notice".
+    possessive = noun(notice_days, "'s", "'")
+    notice = f"{counted(notice_days, 'day')}{possessive} notice"
+    ends = f"ends on {notice_end.date().isoformat()}"
+    if effective_end == term_end and notice_end > term_end:
+        return f"when the term ends, before the {notice} {ends}"
+    if effective_end == notice_end and notice_end > exit_at:
+        return (
+            f"when the {notice} {ends}, later than the exit date asked for "
+            f"({exit_at.date().isoformat()})"
+        )
+    return f"the exit date asked for; the {notice} {ends}"
 
 
 def termination_quote(
@@ -122,7 +147,8 @@ def termination_quote(
         migration_until = effective_end + timedelta(days=clause.data_migration_days)
     explanation = (
         f"The {exit.party}'s exit requested on {exit.requested_at.date().isoformat()} takes effect "
-        f"on {effective_end.date().isoformat()} ({notice_days} days' notice); "
+        f"on {effective_end.date().isoformat()}, "
+        f"{_why_then(effective_end, exit_at, notice_end, notice_days, terms.term_end)}; "
         f"the fee is {fee}: {words}"
     )
     if migration_until is not None:

@@ -28,6 +28,7 @@ from contracts.engine.terms import (
 from contracts.schemas import GenerationalPriceStep
 from core.errors import SemanticError
 from core.money import CurrencyMismatch, round_rate
+from core.text import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,8 @@ def _step_decision(
         f"{verb} from {_rate(old)} to {_rate(new)} {terms.rate_unit}, {bound}"
     )
     if deferred:
-        sentence += f" (deferred to keep {clause.min_months_between_steps} months between steps)"
+        between = counted(clause.min_months_between_steps, "month")
+        sentence += f" (deferred to keep {between} between steps)"
     return Decision(
         kind="price_step",
         effective_at=effective_at,

@@ -299,8 +299,13 @@ def contract_create(
     billing_anchor_day: int = 1,
     clauses: Sequence[Mapping[str, Any]] = (),
     actor: str = "system",
+    at: datetime | None = None,
 ) -> Contract:
-    """Create a draft contract from parties, rates and a clause set; nothing is written if bad."""
+    """Create a draft contract from parties, rates and a clause set; nothing is written if bad.
+
+    `at` is when it was drafted (default now): a caller replaying a timeline passes its instant,
+    so the Created event comes before the contract's later events.
+    """
     _check_parties(lessor, lessee)
     if term_end <= term_start:
         raise InvalidContract("term_end must be after term_start.", code="invalid_term")
@@ -326,7 +331,7 @@ def contract_create(
     event_record(
         contract,
         kind=EventKind.CREATED,
-        effective_at=timezone.now(),
+        effective_at=at or timezone.now(),
         explanation=(
             f"Contract {contract.number} drafted between {lessor} (lessor) and {lessee} (lessee)"
             f" from {term_start:%Y-%m-%d} to {term_end:%Y-%m-%d} in {contract.currency}."

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.events import emit
+from core.text import counted
 from economics import payback
 from economics.models import CapacitySignal, SignalLevel
 from economics.selectors.gpu_hours import HOUR, HOURS, gpu_seconds
@@ -74,7 +75,7 @@ def capacity_signals_evaluate(*, now: datetime | None = None) -> list[CapacitySi
         growing = recent > before
         if growing:
             reasons.append(
-                f"{recent} quote request(s) found no capacity in the last 7 days "
+                f"{counted(recent, 'quote request')} found no capacity in the last 7 days "
                 f"against {before} the week before"
             )
         signals.append(

@@ -13,6 +13,7 @@ from statistics import median
 from typing import Any
 
 from core.money import round_rate
+from core.text import counted
 from inventory.indexing.terms import (
     DROP_REASONS,
     FIXED,
@@ -67,10 +68,6 @@ def _rate(value: Decimal) -> str:
 
 def _weight(weight: Decimal) -> str:
     return format(weight.normalize(), "f")
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 # ---------------------------------------------------------------- the methodology
@@ -189,11 +186,11 @@ def _explain(
     band: tuple[Decimal, Decimal] | None,
 ) -> str:
     """One paragraph a person can read: what counted, what did not, and why."""
-    window = f"the {parameters.lookback_days} days to {day}"
+    window = f"the {counted(parameters.lookback_days, 'day')} to {day}"
     kept = [vote for vote in votes if vote.kept]
     if status == INSUFFICIENT_SOURCES:
         lead = (
-            f"No fixing: {_plural(len(votes), 'independent owner')} quoted through active "
+            f"No fixing: {counted(len(votes), 'independent owner')} quoted through active "
             f"registered sources in {window}; at least {parameters.min_owners} are needed."
         )
     else:
@@ -202,14 +199,14 @@ def _explain(
             f"{vote.owner_key} {_rate(vote.value)} (weight {_weight(vote.weight)})" for vote in kept
         )
         lead = (
-            f"Fixed at {_rate(rate)}: the weighted median of {_plural(len(kept), 'vote')} from "
+            f"Fixed at {_rate(rate)}: the weighted median of {counted(len(kept), 'vote')} from "
             f"independent owners in {window}: {listed}."
         )
         outliers = [vote for vote in votes if not vote.kept]
         if outliers:
             named = ", ".join(f"{vote.owner_key} {_rate(vote.value)}" for vote in outliers)
             lead += (
-                f" {_plural(len(outliers), 'vote')} dropped as outlier, outside "
+                f" {counted(len(outliers), 'vote')} dropped as outlier, outside "
                 f"{_rate(band[0])} to {_rate(band[1])}: {named}."
             )
     counts = {
@@ -217,7 +214,7 @@ def _explain(
         for reason in (INELIGIBLE, STALE, SUPERSEDED)
     }
     notes = [
-        f"{_plural(count, 'observation')} {reason}" for reason, count in counts.items() if count
+        f"{counted(count, 'observation')} {reason}" for reason, count in counts.items() if count
     ]
     if notes:
         lead += " Not counted: " + ", ".join(notes) + "."

@@ -23,6 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
 
+from core.text import counted, noun
 from inventory.models import Gpu, Node
 from leasing.choices import AllocationEnd, HoldStatus
 from leasing.errors import CapacityGone
@@ -315,8 +316,8 @@ def place(
         busy_elsewhere |= set(wanted) - set(got)
     free_now = free_gpu_count(offer, start=start, end=end, may_preempt=may_preempt)
     raise CapacityGone(
-        f"Only {free_now} GPU(s) of this offer are free for the whole window; "
-        f"{count} were asked for.",
+        f"Only {counted(free_now, 'GPU')} of this offer {noun(free_now, 'is', 'are')} free for "
+        f"the whole window; {count} {noun(count, 'was', 'were')} asked for.",
         detail={"free_gpus": free_now, "requested": count},
     )
 

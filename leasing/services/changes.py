@@ -27,6 +27,7 @@ from contracts.services import (
     event_record,
 )
 from core.errors import Conflict, SemanticError
+from core.text import counted, noun
 from inventory.choices import GpuHealth
 from inventory.locks import node_lock
 from inventory.models import Gpu, GpuModel
@@ -175,7 +176,8 @@ def allocations_preempt(
             lease=lease, preempted_by=by, gpu_count=cut[lease.pk], cut_at=cut_at, payload=payload
         )
         explanation = (
-            f"{cut[lease.pk]} interruptible GPU(s) of this lease were preempted at "
+            f"{counted(cut[lease.pk], 'interruptible GPU')} of this lease "
+            f"{noun(cut[lease.pk], 'was', 'were')} preempted at "
             f"{cut_at:%Y-%m-%d %H:%M} UTC by an on-demand or reserved lease; "
             "billing stops at the cut, where the lease ends (or runs on the GPUs it keeps)."
         )
@@ -214,7 +216,8 @@ def lease_reject(*, lease: Lease, actor: str, now: datetime | None = None) -> Le
         effective_at=now,
         explanation=(
             f"The lessee rejected the hardware after failed acceptance, without fee; "
-            f"{len(live)} GPU(s) were freed at {now:%Y-%m-%d %H:%M} UTC."
+            f"{counted(len(live), 'GPU')} {noun(len(live), 'was', 'were')} freed at "
+            f"{now:%Y-%m-%d %H:%M} UTC."
         ),
         actor=actor,
         inputs={"gpus_freed": len(live), "contract": lease.contract.number},
@@ -307,7 +310,7 @@ def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
         kind=LeaseEventKind.EXTENDED,
         effective_at=timezone.now(),
         explanation=(
-            f"Extended on the same {len(gpu_ids)} GPU(s) from {old_end:%Y-%m-%d %H:%M} to "
+            f"Extended on the same {counted(len(gpu_ids), 'GPU')} from {old_end:%Y-%m-%d %H:%M} to "
             f"{new_end:%Y-%m-%d %H:%M} UTC; contract {lease.contract.number} runs to the new end."
         ),
         actor=actor,
@@ -520,8 +523,9 @@ def _lease_follow_cut(
         kind=LeaseEventKind.SHRUNK,
         effective_at=cut_at,
         explanation=(
-            f"After the preemption at {cut_at:%Y-%m-%d %H:%M} UTC the lease runs on {len(kept)} "
-            f"GPU(s) instead of {old_count}; it keeps its end {lease.end:%Y-%m-%d %H:%M} UTC."
+            f"After the preemption at {cut_at:%Y-%m-%d %H:%M} UTC the lease runs on "
+            f"{counted(len(kept), 'GPU')} instead of {old_count}; "
+            f"it keeps its end {lease.end:%Y-%m-%d %H:%M} UTC."
         ),
         actor=PREEMPTION_ACTOR,
         inputs={**inputs, "old_gpu_count": old_count},

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from core.errors import Conflict, ValidationFailed
+from core.text import counted
 from leasing.choices import HoldStatus, LeaseEventKind, PricingMode
 from leasing.errors import HoldLimitReached, HoldRateLimited
 from leasing.locks import hold_lock, organization_holds_lock
@@ -86,7 +87,8 @@ def hold_create(
             kind=LeaseEventKind.CREATED,
             effective_at=now,
             explanation=(
-                f"{customer} held {request.gpu_count} GPU(s) of offer {request.offer} from "
+                f"{customer} held {counted(request.gpu_count, 'GPU')} of offer {request.offer} "
+                f"from "
                 f"{request.start:%Y-%m-%d %H:%M} to {request.end:%Y-%m-%d %H:%M} UTC "
                 f"({request.pricing_mode}) until {hold.expires_at:%Y-%m-%d %H:%M} UTC."
             ),
@@ -112,22 +114,23 @@ def hold_limits_check(*, customer: Organization, gpu_count: int, now: datetime) 
         oldest = usage.oldest_in_window or now
         retry_after = max(1, math.ceil((oldest + RATE_WINDOW - now).total_seconds()))
         raise HoldRateLimited(
-            f"{customer} placed {usage.created_last_hour} hold(s) in the last hour; the limit is "
+            f"{customer} placed {counted(usage.created_last_hour, 'hold')} in the last hour; "
+            f"the limit is "
             f"{limits.max_per_hour} per hour. Retry in {retry_after} s.",
             retry_after_seconds=retry_after,
             detail={"limit": limits.max_per_hour, "used": usage.created_last_hour},
         )
     if usage.active_holds >= limits.max_active:
         raise HoldLimitReached(
-            f"{customer} has {usage.active_holds} active hold(s); the limit is "
+            f"{customer} has {counted(usage.active_holds, 'active hold')}; the limit is "
             f"{limits.max_active}. Release one or turn it into a lease.",
             code="hold_limit_active",
             detail={"limit": limits.max_active, "active": usage.active_holds},
         )
     if usage.held_gpus + gpu_count > limits.max_gpus:
         raise HoldLimitReached(
-            f"{customer} holds {usage.held_gpus} GPU(s); {gpu_count} more would pass the limit "
-            f"of {limits.max_gpus} GPUs in holds at once.",
+            f"{customer} holds {counted(usage.held_gpus, 'GPU')}; {gpu_count} more would pass "
+            f"the limit of {counted(limits.max_gpus, 'GPU')} in holds at once.",
             code="hold_limit_gpus",
             detail={
                 "limit": limits.max_gpus,

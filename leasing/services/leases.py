@@ -19,6 +19,7 @@ from contracts.choices import ContractStatus
 from contracts.models import Contract
 from contracts.services import contract_activate, contract_create
 from core.errors import Conflict, ValidationFailed
+from core.text import counted
 from inventory.selectors import index_fixing_rate
 from leasing.choices import (
     HoldStatus,
@@ -97,7 +98,8 @@ def request_build(
         )
     if (end - start) < timedelta(hours=offer.min_term_hours):
         raise OfferUnavailable(
-            f"The offer's minimum term is {offer.min_term_hours} hour(s).", code="below_min_term"
+            f"The offer's minimum term is {counted(offer.min_term_hours, 'hour')}.",
+            code="below_min_term",
         )
     rate_for(offer_prices(offer), mode=pricing_mode, term_months=term_months)  # mode available?
     return LeaseRequest(offer, gpu_count, start, end, pricing_mode, term_months)
@@ -145,6 +147,7 @@ def _lease_contract(
         ),
         clauses=offer.contract_template,
         actor=actor,
+        at=now,
     )
     return contract_activate(contract=contract, actor=actor, at=max(now, request.start))
 
@@ -194,7 +197,7 @@ def _lease_row(
         kind=LeaseEventKind.CREATED,
         effective_at=now,
         explanation=(
-            f"{customer} leased {request.gpu_count} GPU(s) from {source} "
+            f"{customer} leased {counted(request.gpu_count, 'GPU')} from {source} "
             f"({request.pricing_mode}, {rate.normalize():f} {lease.currency} per GPU-hour) from "
             f"{request.start:%Y-%m-%d %H:%M} to {request.end:%Y-%m-%d %H:%M} UTC under contract "
             f"{contract.number}; the lease is {status}{waiting}."

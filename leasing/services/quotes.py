@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from core.errors import Conflict, SemanticError, ValidationFailed
+from core.text import counted, noun
 from inventory.models import GpuModel
 from leasing.choices import PricingMode
 from leasing.models import Offer, Quote, QuoteShortfall
@@ -144,7 +145,8 @@ def _choose(
     largest_pool = max(c.pool_gpus for c in candidates)
     if request.gpu_count > largest_pool:
         raise NoCapacity(
-            f"{request.gpu_count} GPUs is more than any matching site has ({largest_pool}).",
+            f"{counted(request.gpu_count, 'GPU')} {noun(request.gpu_count, 'is', 'are')} more "
+            f"than any matching site has ({largest_pool}).",
             detail={
                 **asked,
                 "largest_pool_gpus": largest_pool,
@@ -155,8 +157,9 @@ def _choose(
     if not fitting:
         free_now = max(c.free_gpus for c in candidates)
         raise NoCapacity(
-            f"At most {free_now} GPU(s) of one offer are free for the whole window; "
-            f"{request.gpu_count} were asked for.",
+            f"At most {counted(free_now, 'GPU')} of one offer {noun(free_now, 'is', 'are')} free "
+            f"for the whole window; {request.gpu_count} {noun(request.gpu_count, 'was', 'were')} "
+            "asked for.",
             detail={**asked, "free_gpus": free_now},
         )
     return fitting[:MAX_QUOTES]

@@ -10,7 +10,7 @@ import time_machine
 from django.contrib.auth import get_user_model
 
 from billing.models import BillingRun, CreditNote, Invoice, InvoiceStatus, StripeEvent
-from billing.services.delivery import invoice_deliver
+from billing.services.delivery import invoice_deliver, invoice_pdf_store
 from contracts.choices import EventKind
 from contracts.models import ContractEvent
 from contracts.services import contract_activate
@@ -134,11 +134,13 @@ def test_the_pdf_download_is_a_pdf(operator_client, invoice):
 
 def test_the_pdf_download_serves_the_stored_document(operator_client, invoice):
     invoice_deliver(invoice_id=invoice.pk)
-    invoice.refresh_from_db()
+    # Delivery stored the PDF while finalized; the one for its status now (sent) is stored too.
+    invoice = invoice_pdf_store(invoice=invoice)
 
     response = operator_client.get(f"{CHANGELIST}{invoice.pk}/pdf/")
 
     assert response.content == invoice.pdf.read()
+    assert invoice.pdf.name.endswith("-sent.pdf")
 
 
 def test_the_html_view_shows_the_invoice(operator_client, invoice):
@@ -349,3 +351,21 @@ def test_send_again_without_billing_contacts_shows_an_error(
     assert mailoutbox == []
     invoice.refresh_from_db()
     assert invoice.status == InvoiceStatus.FINALIZED
+
+
+def test_the_admin_link_to_the_stored_pdf_downloads_it_for_staff_only(
+    operator_client, client, invoice
+):
+    invoice = invoice_pdf_store(invoice=invoice)
+    change_page = page(operator_client.get(f"{CHANGELIST}{invoice.pk}/change/"))
+    assert invoice.pdf.url in change_page
+
+    response = operator_client.get(invoice.pdf.url)
+
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == invoice.pdf.read()
+    assert operator_client.get("/media/../../etc/passwd").status_code in (400, 404)
+    assert operator_client.get("/media/invoices/none.pdf").status_code == 404
+    client.logout()  # the same client: now anonymous
+    anonymous = client.get(invoice.pdf.url)
+    assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]

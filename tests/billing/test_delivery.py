@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zlib
 from decimal import Decimal
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_a_credit_note_renders_as_pdf(invoice):
 def test_the_pdf_is_stored_once_under_the_invoice_number(invoice, media_root):
     stored = invoice_pdf_store(invoice=invoice)
     name = stored.pdf.name
-    assert name.endswith(f"{invoice.number}.pdf")
+    assert name.endswith(f"{invoice.number}-{invoice.status}.pdf")
     assert stored.pdf.read().startswith(b"%PDF-")
 
     again = invoice_pdf_store(invoice=invoice)
@@ -248,13 +249,16 @@ def test_a_void_invoice_is_not_emailed(provider, customer, mailoutbox):
 def test_delivering_twice_sends_one_email_and_stores_one_pdf(invoice, mailoutbox, media_root):
     first = invoice_deliver(invoice_id=invoice.pk)
     second = invoice_deliver(invoice_id=invoice.pk)
+    third = invoice_deliver(invoice_id=invoice.pk)
 
     assert len(mailoutbox) == 1
-    assert len(stored_pdfs(media_root)) == 1
+    # The e-mailed PDF (status Finalized) and the one for the status it has now (Sent).
+    assert len(stored_pdfs(media_root)) == 2
     assert first["steps"] == {"pdf": "stored", "email": "sent", "stripe": "disabled"}
-    assert second["steps"] == {"pdf": "present", "email": "already_sent", "stripe": "disabled"}
+    assert second["steps"] == {"pdf": "stored", "email": "already_sent", "stripe": "disabled"}
+    assert third["steps"] == {"pdf": "present", "email": "already_sent", "stripe": "disabled"}
     runs = BillingRun.objects.filter(kind=BillingRunKind.DELIVERY).order_by("pk")
-    assert [run.delivered for run in runs] == [1, 1]
+    assert [run.delivered for run in runs] == [1, 1, 1]
     assert all(run.finished_at and run.failures == [] for run in runs)
     assert runs[0].summary["invoice_id"] == invoice.pk
     assert runs[0].summary["number"] == invoice.number
@@ -365,3 +369,35 @@ def test_delivery_pushes_to_a_real_local_stripe_once(invoice, mailoutbox, local_
     remote = local_stripe.get("/v1/invoices")["data"]
     assert [item["id"] for item in remote] == [invoice.stripe_invoice_id]
     assert len(mailoutbox) == 1
+
+
+def test_each_line_explains_itself_once_in_the_html_and_the_pdf(invoice):
+    credit = invoice.lines.get(kind=LineKind.SLA_CREDIT)
+    assert credit.events.filter(explanation=credit.description).exists()
+    sentence = re.sub(r"\s+", " ", ascii_safe(credit.description))
+    assert pdf_text(invoice_pdf(invoice, compress=False)).count(sentence) == 1
+    assert invoice_html(invoice).count(credit.description) == 1
+
+
+def pdf_text_of_stored(pdf: bytes) -> str:
+    """pdf_text of a compressed PDF: each Flate stream inflated in place."""
+    inflated = re.sub(
+        rb"stream\r?\n(.*?)\r?\nendstream",
+        lambda match: b"stream\n" + zlib.decompress(match.group(1)) + b"\nendstream",
+        pdf,
+        flags=re.S,
+    )
+    return pdf_text(inflated)
+
+
+def test_the_downloaded_pdf_says_the_status_the_api_says(invoice, client_for, mailoutbox):
+    invoice_pdf_store(invoice=invoice)  # stored while finalized, as delivery does
+    invoice_email(invoice=invoice)
+    client = client_for(invoice.customer)
+    status = client.get(f"/api/v1/invoices/{invoice.pk}").json()["status"]
+    assert status == "sent"
+
+    text = pdf_text_of_stored(client.get(f"/api/v1/invoices/{invoice.pk}/pdf").content)
+
+    assert "Status Sent" in text and "Finalized" not in text
+    assert InvoiceStatus(status).label == "Sent"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from itertools import pairwise
@@ -119,6 +119,13 @@ def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
     assert all(str(invoice.number) in text for invoice in every)
     assert "billing:" in text and "10 invoices" in text
 
+    # Every contract's history starts with its creation, dated when the demo drafted it.
+    for contract in (block, exiting, tokens):
+        history = ContractEvent.objects.filter(contract=contract)
+        created = history.get(kind=EventKind.CREATED).effective_at
+        assert created == min(event.effective_at for event in history)
+        assert created < timezone.now() - timedelta(days=20)
+
     # The block's node went down in the first month: an SLA credit from a recorded decision.
     first_month = invoices[block][1]
     assert first_month.period_start == months[0][0]
@@ -195,7 +202,7 @@ def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
     reconciled = io.StringIO()
     call_command("ledger_reconcile", stdout=reconciled)  # exits 1 on any difference
     assert "ledger = documents" in reconciled.getvalue()
-    assert "0 transaction(s) posted" in ledger_backfill_output()
+    assert "0 transactions posted" in ledger_backfill_output()
 
     before = snapshot()
     again = seed()

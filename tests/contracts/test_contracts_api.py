@@ -273,3 +273,47 @@ def test_acceptance_through_the_api_starts_billing(client_for, operator, provide
     )
     assert wrong.status_code == 409
     assert wrong.json()["code"] == "not_pending_acceptance"
+
+
+@time_machine.travel(datetime(2026, 11, 15, tzinfo=UTC), tick=False)
+def test_a_termination_quote_capped_by_the_term_says_so_beside_its_notice_end(
+    client_for, provider, customer
+):
+    one_month = {**EXIT_3_MONTHS, "fee_months": "1"}
+    contract = h200_contract(
+        provider,
+        customer,
+        clauses=[one_month],
+        term_start=datetime(2026, 1, 7, tzinfo=UTC),
+        months=11,
+    )
+    contract = contract_activate(contract=contract, actor="ops", at=contract.term_start)
+    response = client_for(customer).post(
+        f"{CONTRACTS}{contract.pk}/termination-quote", {"exit_date": "2026-12-01"}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["effective_end"].startswith("2026-12-07")
+    assert body["notice_end"].startswith("2026-12-15")
+    explanation = body["explanation"]
+    assert "takes effect on 2026-12-07, when the term ends" in explanation
+    assert "notice ends on 2026-12-15" in explanation
+    assert "1 month of rent" in explanation and "1 months" not in explanation
+
+
+@time_machine.travel(NOW, tick=False)
+def test_a_termination_quote_pushed_out_by_the_notice_names_the_notice_end(
+    client_for, active_contract
+):
+    response = client_for(active_contract.lessee).post(
+        f"{CONTRACTS}{active_contract.pk}/termination-quote",
+        {"exit_date": "2026-11-10"},
+        format="json",
+    )
+    body = response.json()
+    assert body["effective_end"].startswith("2026-12-01")
+    assert body["notice_end"].startswith("2026-12-01")
+    assert (
+        "takes effect on 2026-12-01, when the 30 days' notice ends on 2026-12-01"
+        in (body["explanation"])
+    )

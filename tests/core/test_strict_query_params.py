@@ -69,7 +69,7 @@ def test_capacity_search_refuses_gpu_count_and_applies_min_gpus(client_for, cust
     assert counted.status_code == 200, counted.json()
     row = counted.json()["results"][0]
     assert row["priced_gpu_count"] == 4
-    assert row["price_explanation"].startswith("4 GPU(s) x 24 h")
+    assert row["price_explanation"].startswith("4 GPUs x 24 h")
 
 
 def test_a_nul_character_in_a_query_parameter_is_a_400(client_for, customer):

@@ -130,7 +130,7 @@ def test_acceptance_then_extension_then_exit_notice_are_in_order(client_for, pro
     assert status_moves(rows) == [("pending_acceptance", "active")]
     extension = rows[2]
     assert extension["inputs"]["new_end"] == new_end.isoformat()
-    assert "Extended on the same 2 GPU(s)" in extension["explanation"]
+    assert "Extended on the same 2 GPUs" in extension["explanation"]
     notice = rows[3]
     assert notice["inputs"]["party"] == "lessee"
     assert notice["inputs"]["exit_date"] == exit_date.isoformat()
@@ -378,3 +378,13 @@ def test_the_lease_and_hold_admin_pages_show_their_history(
     converted = LeaseEvent.objects.get(hold_id=hold["id"], kind="status_changed")
     assert converted.explanation in hold_page
     assert "Status changed from active to converted" in hold_page
+
+
+def test_a_one_gpu_lease_reads_in_the_singular(client_for, provider, customer):
+    offer, _ = make_pool(provider)
+    client = client_for(customer)
+    response = client.post(LEASES, window(offer, count=1), format="json")
+    assert response.status_code == 201, response.json()
+    created = history(client, response.json()["id"])[0]
+    assert " leased 1 GPU from " in created["explanation"]
+    assert "GPU(s)" not in created["explanation"]

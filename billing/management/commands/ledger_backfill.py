@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from billing.services.ledger_runs import ledger_backfill
+from core.text import counted
 
 
 class Command(BaseCommand):
@@ -18,5 +19,6 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         outcome = ledger_backfill()
         self.stdout.write(
-            f"{outcome.invoices} invoice(s) looked at, {outcome.posted} transaction(s) posted."
+            f"{counted(outcome.invoices, 'invoice')} looked at, "
+            f"{counted(outcome.posted, 'transaction')} posted."
         )

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing.services.reconciliation import usage_reconciliation_run
 from contracts.models import Contract
+from core.text import counted
 
 
 class Command(BaseCommand):
@@ -58,8 +59,9 @@ class Command(BaseCommand):
                 f"{period.accepted_output_tokens:>14,} {period.invoiced_output_tokens:>14,}"
             )
         self.stdout.write(
-            f"{summary['contracts']} contract(s), {summary['periods']} period(s):"
+            f"{counted(summary['contracts'], 'contract')}, "
+            f"{counted(summary['periods'], 'period')}:"
             f" {summary['ok']} reconciled, {summary['open']} not invoiced yet,"
-            f" {summary['mismatches']} mismatched; {summary['unassigned_events']} event(s)"
+            f" {summary['mismatches']} mismatched; {counted(summary['unassigned_events'], 'event')}"
             f" without a period, {summary['overlapping_events']} counted twice."
         )
