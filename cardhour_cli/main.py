@@ -142,6 +142,24 @@ def _client(ctx: typer.Context, as_json: bool, *, need_key: bool = True) -> Iter
             _fail(error, as_json)
 
 
+def _list(
+    ctx: typer.Context,
+    as_json: bool,
+    path: str,
+    columns: list[Column],
+    title: str,
+    **params: Any,
+) -> list[dict[str, Any]]:
+    """Every page of a list endpoint (up to `limit`), as JSON or as a table; the rows."""
+    with _client(ctx, as_json) as client:
+        rows = list(client.pages(path, **params))
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(rows, columns, title=title)
+    return rows
+
+
 def _utc(value: str | None, name: str, as_json: bool) -> str | None:
     """An ISO 8601 instant as the API takes it (a naive one is read as UTC)."""
     if value is None:
@@ -390,12 +408,16 @@ def leases(
     as_json: JsonOption = False,
 ) -> None:
     """Your leases, newest first."""
-    with _client(ctx, as_json) as client:
-        rows = list(client.pages("/leases/", limit=limit, status=status, ordering="-created_at"))
-    if as_json:
-        print_json(rows)
-        return
-    print_table(rows, LEASE_COLUMNS, title="Leases")
+    _list(
+        ctx,
+        as_json,
+        "/leases/",
+        LEASE_COLUMNS,
+        "Leases",
+        limit=limit,
+        status=status,
+        ordering="-created_at",
+    )
 
 
 @app.command()
@@ -500,14 +522,16 @@ def contracts(
     as_json: JsonOption = False,
 ) -> None:
     """Your contracts (as lessee or lessor); token-SLA contract ids are what usage reports name."""
-    with _client(ctx, as_json) as client:
-        rows = list(
-            client.pages("/contracts/", limit=limit, pricing_basis=pricing_basis, status=status)
-        )
-    if as_json:
-        print_json(rows)
-        return
-    print_table(rows, CONTRACT_COLUMNS, title="Contracts")
+    _list(
+        ctx,
+        as_json,
+        "/contracts/",
+        CONTRACT_COLUMNS,
+        "Contracts",
+        limit=limit,
+        pricing_basis=pricing_basis,
+        status=status,
+    )
 
 
 # ---------------------------------------------------------------- invoices
@@ -537,12 +561,16 @@ def invoices(
     as_json: JsonOption = False,
 ) -> None:
     """Your invoices (as customer or issuer), newest period first."""
-    with _client(ctx, as_json) as client:
-        rows = list(client.pages("/invoices/", limit=limit, status=status, contract=contract))
-    if as_json:
-        print_json(rows)
-        return
-    print_table(rows, INVOICE_COLUMNS, title="Invoices")
+    _list(
+        ctx,
+        as_json,
+        "/invoices/",
+        INVOICE_COLUMNS,
+        "Invoices",
+        limit=limit,
+        status=status,
+        contract=contract,
+    )
 
 
 @invoice_app.command("pdf")
@@ -665,12 +693,9 @@ def economics(
     as_json: JsonOption = False,
 ) -> None:
     """Your nodes' payback as of the last nightly run (providers): cash flow, ROI, break-even."""
-    with _client(ctx, as_json) as client:
-        rows = list(client.pages("/assets/", limit=limit))
+    _list(ctx, as_json, "/assets/", ASSET_COLUMNS, "Assets", limit=limit)
     if as_json:
-        print_json(rows)
         return
-    print_table(rows, ASSET_COLUMNS, title="Assets")
     stdout.print(
         "ROI to date = (net cash flow - capex) / capex; payback in months of the node's life "
         "(projected from the trailing three months while not yet paid back); — means no value "
