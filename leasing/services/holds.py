@@ -21,6 +21,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from core.errors import Conflict, ValidationFailed
 from core.text import counted
+from leasing.admission import Admission, admit
 from leasing.choices import HoldStatus, LeaseEventKind, PricingMode
 from leasing.errors import HoldLimitReached, HoldRateLimited
 from leasing.locks import hold_lock, organization_holds_lock
@@ -57,6 +58,14 @@ def hold_create(
         # Limits first, under the organization's lock, so racing requests see each other's holds.
         organization_holds_lock(customer.pk)
         hold_limits_check(customer=customer, gpu_count=request.gpu_count, now=now)
+        admit(
+            Admission(
+                customer=customer,
+                gpu_count=request.gpu_count,
+                pricing_mode=request.pricing_mode,
+                now=now,
+            )
+        )
         placement = place(
             request.offer,
             count=request.gpu_count,

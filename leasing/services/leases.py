@@ -21,6 +21,7 @@ from contracts.services import contract_activate, contract_create
 from core.errors import Conflict, ValidationFailed
 from core.text import counted
 from inventory.selectors import index_fixing_rate
+from leasing.admission import Admission, admit
 from leasing.choices import (
     HoldStatus,
     LeaseEventKind,
@@ -256,6 +257,14 @@ def lease_create(
             raise ValidationFailed(
                 "Give a hold, a quote, or an offer and a window.", code="invalid"
             )
+        admit(
+            Admission(
+                customer=customer,
+                gpu_count=request.gpu_count,
+                pricing_mode=request.pricing_mode,
+                now=now,
+            )
+        )
         return _lease_from_request(
             customer=customer, request=request, workload=workload, actor=actor, now=now
         )

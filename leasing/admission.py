@@ -1,0 +1,45 @@
+"""Admission checks: rules of higher layers that may refuse an organization new leases and holds.
+
+Leasing sits below billing and economics in the layering (docs/architecture.md), yet money
+rules there decide whether a customer may take on more: a budget spent to 100 % with the
+action "block", or a prepaid balance run dry under a "stop new leases" policy. Those apps
+register a check here from their `AppConfig.ready`; `hold_create` and `lease_create` run every
+registered check inside their transaction, before any GPU is placed. A check refuses by raising
+an `ApplicationError` (its code and message reach the client unchanged); it never deletes or
+changes anything. Converting an existing hold into a lease is not a new commitment and is not
+checked again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from accounts.models import Organization
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What is asked for: who, how many GPUs, in which pricing mode, and when."""
+
+    customer: Organization
+    gpu_count: int
+    pricing_mode: str
+    now: datetime
+
+
+AdmissionCheck = Callable[[Admission], None]
+
+_checks: dict[str, AdmissionCheck] = {}
+
+
+def admission_check_register(name: str, check: AdmissionCheck) -> None:
+    """Register (or replace) the check called `name`; apps call this from `ready()`."""
+    _checks[name] = check
+
+
+def admit(admission: Admission) -> None:
+    """Run every registered check; the first that refuses raises its error."""
+    for check in list(_checks.values()):
+        check(admission)
