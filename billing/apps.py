@@ -14,3 +14,12 @@ class BillingConfig(AppConfig):
         from billing.metrics import business_metrics  # noqa: PLC0415 (models load after apps)
 
         register_business_metrics(self.label, business_metrics)
+        # Budgets with the action "block" refuse new leases and holds (leasing asks, unaware).
+        from billing.services.budgets import (  # noqa: PLC0415 (models load after apps)
+            budget_admission_check,
+        )
+        from leasing.admission import (  # noqa: PLC0415 (it imports accounts' models)
+            admission_check_register,
+        )
+
+        admission_check_register("billing.budgets", budget_admission_check)

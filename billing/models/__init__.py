@@ -1,5 +1,15 @@
 """Billing models, one module per area; import them from here."""
 
+from billing.models.budgets import (
+    ACTION_PCT,
+    Budget,
+    BudgetAction,
+    BudgetCrossing,
+    BudgetMonth,
+    UsageAlert,
+    UsageAlertKind,
+    UsageAlertRule,
+)
 from billing.models.invoices import (
     INVOICE_LIFECYCLE,
     INVOICE_TRANSITIONS,
@@ -39,6 +49,7 @@ from billing.models.usage import (
 )
 
 __all__ = [
+    "ACTION_PCT",
     "DEBIT_NORMAL_KINDS",
     "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
@@ -49,6 +60,10 @@ __all__ = [
     "BillingRun",
     "BillingRunKind",
     "BillingRunOutcome",
+    "Budget",
+    "BudgetAction",
+    "BudgetCrossing",
+    "BudgetMonth",
     "CreditNote",
     "CreditNoteLine",
     "DocumentSequence",
@@ -65,6 +80,9 @@ __all__ = [
     "StripeCustomer",
     "StripeEvent",
     "TransactionKind",
+    "UsageAlert",
+    "UsageAlertKind",
+    "UsageAlertRule",
     "UsageBatch",
     "UsageEvent",
     "UsageRollup",
