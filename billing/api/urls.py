@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from billing.api.budgets.views import BudgetViewSet, UsageAlertRuleViewSet, UsageAlertViewSet
 from billing.api.views import (
     BalanceViewSet,
     CreditNoteViewSet,
@@ -20,6 +21,9 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
 router.register("balances", BalanceViewSet, basename="balance")
 router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
+router.register("budgets", BudgetViewSet, basename="budget")
+router.register("usage-alert-rules", UsageAlertRuleViewSet, basename="usage-alert-rule")
+router.register("usage-alerts", UsageAlertViewSet, basename="usage-alert")
 
 urlpatterns = [
     *router.urls,

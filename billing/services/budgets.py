@@ -67,6 +67,15 @@ def percent_of(spend: Decimal, amount: Decimal) -> Decimal:
     return (spend * 100 / amount).quantize(CENT)
 
 
+def budget_state(budget: Budget, spend: Decimal) -> str:
+    """ok, warning (a threshold under 100 % reached) or exhausted (100 % reached)."""
+    if spend >= budget.amount:
+        return "exhausted"
+    if any(spend * 100 >= budget.amount * pct for pct in budget.thresholds):
+        return "warning"
+    return "ok"
+
+
 def _scope_check(
     organization: Organization,
     *,
