@@ -79,7 +79,7 @@ class BudgetForm(forms.ModelForm[Budget]):
         data = super().clean() or {}
         if data.get("currency"):
             data["currency"] = data["currency"].strip().upper()
-        currency = data.get("currency") or getattr(self.instance, "currency", "")
+        currency = str(data.get("currency") or self.instance.currency or "")
         if data.get("amount") is not None and data.get("action"):
             add_field_errors(
                 self,
