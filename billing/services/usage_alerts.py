@@ -129,6 +129,11 @@ def _offering_value(contract: Contract, field: str) -> Decimal | None:
 
 def rule_limit(rule: UsageAlertRule, contract: Contract) -> Decimal | None:
     """The limit an hour is judged against on this contract; None when it has none to judge."""
+    limit = _limit(rule, contract)
+    return None if limit is None else limit.quantize(MS)
+
+
+def _limit(rule: UsageAlertRule, contract: Contract) -> Decimal | None:
     if rule.kind == UsageAlertKind.ERROR_RATE_OVER:
         return rule.threshold
     if rule.kind == UsageAlertKind.TTFT_P95_OVER_SLO:
@@ -145,13 +150,13 @@ def rule_limit(rule: UsageAlertRule, contract: Contract) -> Decimal | None:
     )
     if not committed:
         return None
-    return (committed * (rule.threshold or Decimal(100)) / 100).quantize(MS)
+    return committed * (rule.threshold or Decimal(100)) / 100
 
 
 def hour_value(kind: str, rollup: UsageRollup) -> Decimal | None:
     """What the rule's kind measures in one hour (None: nothing to measure)."""
     if kind == UsageAlertKind.TTFT_P95_OVER_SLO:
-        return None if rollup.ttft_p95_ms is None else Decimal(str(round(rollup.ttft_p95_ms, 3)))
+        return None if rollup.ttft_p95_ms is None else Decimal(str(rollup.ttft_p95_ms)).quantize(MS)
     if kind == UsageAlertKind.ERROR_RATE_OVER:
         served = rollup.requests_total - rollup.requests_rejected
         failed = rollup.requests_timeout + rollup.requests_error
