@@ -32,8 +32,8 @@ class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0002_apikey_created_by_key"),
         ("billing", "0013_billing_run_outcome"),
-        ("contracts", "0006_end_reason_preempted"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
+        ("contracts", "0007_end_reason_paused"),
     ]
 
     operations = [
@@ -69,8 +69,12 @@ class Migration(migrations.Migration):
                 (
                     "action",
                     models.CharField(
-                        choices=[("alert", "Alert only"), ("block", "Block new leases and holds")],
-                        max_length=16,
+                        choices=[
+                            ("alert", "Alert only"),
+                            ("block", "Block new leases and holds"),
+                            ("pause_interruptible", "Pause interruptible leases"),
+                        ],
+                        max_length=24,
                     ),
                 ),
                 ("active", models.BooleanField(default=True)),
@@ -124,8 +128,12 @@ class Migration(migrations.Migration):
                 (
                     "action",
                     models.CharField(
-                        choices=[("alert", "Alert only"), ("block", "Block new leases and holds")],
-                        max_length=16,
+                        choices=[
+                            ("alert", "Alert only"),
+                            ("block", "Block new leases and holds"),
+                            ("pause_interruptible", "Pause interruptible leases"),
+                        ],
+                        max_length=24,
                     ),
                 ),
                 ("crossed_at", models.DateTimeField()),
@@ -304,7 +312,8 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name="budget",
             constraint=models.CheckConstraint(
-                condition=models.Q(("action__in", ["alert", "block"])), name="budget_action_known"
+                condition=models.Q(("action__in", ["alert", "block", "pause_interruptible"])),
+                name="budget_action_known",
             ),
         ),
         migrations.AddConstraint(

@@ -21,6 +21,7 @@ class BudgetAction(models.TextChoices):
 
     ALERT = "alert", "Alert only"
     BLOCK = "block", "Block new leases and holds"
+    PAUSE = "pause_interruptible", "Pause interruptible leases"
 
 
 class Budget(models.Model):
@@ -45,7 +46,7 @@ class Budget(models.Model):
         models.PositiveSmallIntegerField(),
         help_text="Percents of the amount, ascending; 100 (the action's point) is always one.",
     )
-    action = models.CharField(max_length=16, choices=BudgetAction.choices)
+    action = models.CharField(max_length=24, choices=BudgetAction.choices)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -110,7 +111,7 @@ class BudgetCrossing(models.Model):
     spend = amount_field()
     amount = amount_field(help_text="The budget's amount when it was crossed.")
     currency = currency_field()
-    action = models.CharField(max_length=16, choices=BudgetAction.choices)
+    action = models.CharField(max_length=24, choices=BudgetAction.choices)
     crossed_at = models.DateTimeField()
     explanation = models.TextField()
 

@@ -44,10 +44,12 @@ from core.errors import ApplicationError, Conflict, NotFound, SemanticError, rai
 from core.events import emit
 from core.money import round_money
 from leasing.admission import Admission
+from leasing.services.pause import interruptible_leases_pause
 
 logger = logging.getLogger(__name__)
 
 EVALUATE_TASK = "billing.evaluate_budgets"
+ACTOR = "system:budgets"
 CENT = Decimal("0.01")
 
 
@@ -189,6 +191,8 @@ def _explanation(budget: Budget, spend: Spend, threshold: int, percent: Decimal)
     )
     if threshold == ACTION_PCT and budget.action == BudgetAction.BLOCK:
         text += " New leases and holds are refused until the month ends or the budget changes."
+    if threshold == ACTION_PCT and budget.action == BudgetAction.PAUSE:
+        text += " Interruptible leases are paused while the month's budget is spent."
     return text
 
 
@@ -216,19 +220,45 @@ def _crossing_emit(budget: Budget, crossing: BudgetCrossing, percent: Decimal) -
     )
 
 
-@transaction.atomic
 def budget_evaluate(
     *, budget: Budget, month: date, now: datetime | None = None
 ) -> list[BudgetCrossing]:
-    """Record the budget's spend in `month` and each threshold newly crossed (once a month)."""
+    """Record the budget's spend in `month` and each threshold newly crossed (once a month);
+    a "pause" budget spent in the running month then pauses the customer's interruptible
+    leases (every evaluation: a lease started since is paused too)."""
     now = now or timezone.now()
+    budget, spend, crossed = _budget_evaluate(budget=budget, month=month, now=now)
+    if (
+        budget.active
+        and budget.action == BudgetAction.PAUSE
+        and month == month_start(now)
+        and spend.total >= budget.amount
+    ):
+        reason = (
+            f"budget '{budget.name}' is spent for {month:%B %Y} "
+            f"({round_money(spend.total, budget.currency)} of "
+            f"{round_money(budget.amount, budget.currency)} {budget.currency})"
+        )
+        paused = interruptible_leases_pause(
+            customer=budget.organization, reason=reason, actor=ACTOR, now=now
+        )
+        if paused:
+            logger.info("budget %s paused %s interruptible lease(s)", budget.pk, paused)
+    return crossed
+
+
+@transaction.atomic
+def _budget_evaluate(
+    *, budget: Budget, month: date, now: datetime
+) -> tuple[Budget, Spend, list[BudgetCrossing]]:
+    """The month's spend and new crossings, under the budget's row lock."""
     budget = budget_lock(budget)
     spend = budget_spend(budget, month=month, now=now)
     BudgetMonth.objects.update_or_create(
         budget=budget, month=month, defaults={"spend": spend.total, "evaluated_at": now}
     )
     if not budget.active:
-        return []
+        return budget, spend, []
     percent = percent_of(spend.total, budget.amount)
     done = set(
         BudgetCrossing.objects.filter(budget=budget, month=month).values_list(
@@ -252,14 +282,15 @@ def budget_evaluate(
         )
         _crossing_emit(budget, crossing, percent)
         crossed.append(crossing)
-    return crossed
+    return budget, spend, crossed
 
 
 def budgets_evaluate(
     *, now: datetime | None = None, organization_ids: Iterable[int] | None = None
 ) -> int:
     """Evaluate every active budget (of the organizations given) for this month and the last;
-    one transaction per budget and month. Returns how many thresholds were newly crossed."""
+    one transaction per budget and month (and per paused lease). Returns how many thresholds
+    were newly crossed."""
     now = now or timezone.now()
     this_month = month_start(now)
     months = (previous_month(this_month), this_month)

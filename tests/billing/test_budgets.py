@@ -17,6 +17,7 @@ from billing.models import Budget, BudgetCrossing
 from billing.selectors.spend import budget_spend
 from billing.services.budgets import budget_create, budget_evaluate, budgets_evaluate
 from billing.services.documents import credit_note_issue
+from contracts.models import ContractEvent
 from core.models import OutboxEvent
 from tests.billing.budget_factories import JUNE_15, spend
 from tests.billing.factories import token_contract
@@ -351,3 +352,41 @@ def test_the_budget_list_costs_the_same_queries_for_one_or_many(
         )
     with django_assert_num_queries(len(first.captured_queries)):
         assert len(client.get(BUDGETS).json()["results"]) == 7
+
+
+def test_a_pause_budget_at_100_percent_pauses_interruptible_leases_only(
+    client_for: ClientFor, provider: Organization, customer: Organization
+):
+    committed = leased_contract(provider, customer)  # on demand, 65 H200 from January 1st
+    with time_machine.travel(datetime(2026, 1, 15, 12, tzinfo=UTC), tick=True):
+        offer, _ = make_pool(provider, name="Spot GPUs")
+        client = client_for(customer)
+        window = {
+            "offer": offer.pk,
+            "gpu_count": 2,
+            "start": next_hour().isoformat(),
+            "hours": 24,
+            "pricing_mode": "interruptible",
+        }
+        spot = client.post("/api/v1/leases/", window, format="json").json()
+        budget = client.post(
+            BUDGETS, budget_body(amount="50000", action="pause_interruptible"), format="json"
+        ).json()
+        assert budget["state"] == "exhausted"
+        assert "Interruptible leases are paused" in budget["crossings"][-1]["explanation"]
+        paused = client.get(f"/api/v1/leases/{spot['id']}/").json()
+        assert paused["status"] in ("ended", "cancelled"), paused
+        # New leases are not refused by a pause budget; on-demand capacity keeps running.
+        window["pricing_mode"] = "on_demand"
+        assert client.post("/api/v1/leases/", window, format="json").status_code == 201
+    committed.refresh_from_db()
+    assert committed.status == "active"
+    [ended] = [
+        event.payload
+        for event in OutboxEvent.objects.filter(organization_id=customer.pk, type="lease.ended")
+        if event.payload["lease_id"] == spot["id"]
+    ]
+    assert ended["status"] == "ended"
+    assert "(paused)" in ended["explanation"]
+    why = ContractEvent.objects.get(contract__number=spot["contract"], kind="paused")
+    assert "budget 'Inference' is spent for January 2026" in why.explanation
