@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from celery import current_app
 from django.db import IntegrityError, transaction
 
 from accounts.choices import KeyScope
@@ -390,3 +391,25 @@ def test_a_pause_budget_at_100_percent_pauses_interruptible_leases_only(
     assert "(paused)" in ended["explanation"]
     why = ContractEvent.objects.get(contract__number=spot["contract"], kind="paused")
     assert "budget 'Inference' is spent for January 2026" in why.explanation
+
+
+def test_issuing_an_invoice_or_a_credit_note_asks_for_the_customers_budgets(
+    provider: Organization,
+    customer: Organization,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+):
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def send_task(name: str, args: Any = (), kwargs: Any = None, **options: Any) -> None:
+        sent.append((name, dict(kwargs or {})))
+
+    monkeypatch.setattr(current_app, "send_task", send_task)  # the broker: the network edge
+    contract = leased_contract(provider, customer)
+    with django_capture_on_commit_callbacks(execute=True):
+        invoice = make_issued_invoice(provider, customer, contract=contract)
+    assert ("billing.evaluate_budgets", {"organization_ids": [customer.pk]}) in sent
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        credit_note_issue(invoice=invoice, reason="Goodwill", actor="ops", amount=Decimal(5))
+    assert ("billing.evaluate_budgets", {"organization_ids": [customer.pk]}) in sent

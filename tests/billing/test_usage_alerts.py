@@ -20,12 +20,10 @@ from billing.services.usage_alerts import usage_alert_rule_create, usage_alerts_
 from billing.tasks import evaluate_budgets, evaluate_usage_alerts, ingest_rollup_refresh
 from contracts.models import Contract
 from core.models import OutboxEvent
-from leasing.services.offers import sla_subscription_create
-from tests.billing.budget_factories import JUNE_15, spend
+from tests.billing.budget_factories import JUNE_15, spend, subscribed
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import leased_contract
 from tests.conftest import ClientFor
-from tests.leasing.factories import make_sla_offering
 
 pytestmark = pytest.mark.django_db
 
@@ -33,13 +31,6 @@ RULES = "/api/v1/usage-alert-rules/"
 ALERTS = "/api/v1/usage-alerts/"
 HOUR = timedelta(hours=1)
 NINE = JUNE_15.replace(hour=9)
-
-
-def subscribed(provider: Organization, customer: Organization) -> Contract:
-    """A token contract bought from an SLA offering: TTFT p95 400 ms, 20,000 tokens/s."""
-    contract = token_contract(provider, customer)
-    sla_subscription_create(offering=make_sla_offering(provider), contract=contract)
-    return contract
 
 
 def alerts_sent(organization: Organization) -> list[dict[str, Any]]:
