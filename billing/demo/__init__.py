@@ -22,8 +22,9 @@ The months are whole UTC calendar months counted back from now, so the demo work
 `make run` starts. Finalized invoices are handed to the worker for delivery (PDF and e-mail)
 once the seed commits. Seeding again changes nothing.
 
-Modules: `timing` (the months, the job delays, names and figures), `quarter` (the steps); this
-module seeds and reports.
+Afterwards the customer gets a monthly budget and a usage alert rule evaluated over the quarter
+(`budgets`). Modules: `timing` (the months, the job delays, names and figures), `quarter` (the
+steps), `budgets`; this module seeds and reports.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.demo import budgets
 from billing.demo.quarter import Quarter
 from billing.demo.timing import CUSTOMER, OFFER_NAME, PROVIDER, simulated_months
 from billing.models import Invoice, InvoiceLine, InvoiceStatus, LineKind
@@ -97,6 +99,7 @@ def seed(out: TextIO) -> None:
     )
     quarter.run()
     _summary(quarter, out)
+    budgets.seed(quarter.customer, months=quarter.months, tokens=quarter.tokens, out=out)
     _deliver_later(
         list(
             Invoice.objects.filter(
