@@ -92,8 +92,10 @@ class BudgetForm(forms.ModelForm[Budget]):
             )
         if data.get("thresholds") is not None:
             thresholds, errors = budget_thresholds(list(data["thresholds"]))
-            add_field_errors(self, errors)
-            data["thresholds"] = thresholds or data["thresholds"]
+            if errors:
+                add_field_errors(self, errors)
+            else:
+                data["thresholds"] = thresholds
         return data
 
 
