@@ -298,10 +298,14 @@ def budgets_evaluate(
     if organization_ids is not None:
         budgets = budgets.filter(organization_id__in=list(organization_ids))
     crossed = 0
-    for budget_id in budgets.values_list("pk", flat=True):
+    for budget_id, created_at in budgets.values_list("pk", "created_at"):
         for month in months:
+            if month < this_month and month < month_start(created_at):
+                continue  # a budget made this month says nothing about the month before
             try:
                 crossed += len(budget_evaluate(budget=Budget(pk=budget_id), month=month, now=now))
+            except Budget.DoesNotExist:
+                break  # deleted meanwhile
             except ApplicationError as error:
                 logger.warning("budget %s %s not evaluated: %s", budget_id, month, error.code)
     return crossed

@@ -413,3 +413,20 @@ def test_issuing_an_invoice_or_a_credit_note_asks_for_the_customers_budgets(
     with django_capture_on_commit_callbacks(execute=True):
         credit_note_issue(invoice=invoice, reason="Goodwill", actor="ops", amount=Decimal(5))
     assert ("billing.evaluate_budgets", {"organization_ids": [customer.pk]}) in sent
+
+
+def test_a_budget_made_this_month_is_not_evaluated_for_the_month_before(
+    provider: Organization, customer: Organization
+):
+    contract = leased_contract(provider, customer)
+    make_issued_invoice(provider, customer, contract=contract)  # January, 113,135.62 USD
+    with time_machine.travel(datetime(2026, 2, 3, tzinfo=UTC), tick=True):
+        budget_create(
+            organization=customer,
+            name="New",
+            amount=Decimal(1000),
+            currency="USD",
+            action="alert",
+        )
+        budgets_evaluate()
+    assert {c[1] for c in crossings(customer)} == {"2026-02"}  # February's running period only
