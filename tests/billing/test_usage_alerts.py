@@ -276,3 +276,33 @@ def test_a_rule_names_only_the_organizations_token_contracts(
     )
     assert (response.status_code, response.json()["code"]) == (422, "not_token_sla")
     assert not UsageAlertRule.objects.exists()
+
+
+def test_rule_and_alert_lists_cost_the_same_queries_for_one_or_many(
+    client_for: ClientFor,
+    provider: Organization,
+    customer: Organization,
+    django_assert_num_queries: Any,
+):
+    client = client_for(customer)
+    client.get(RULES)  # the key's first use writes its last_used_at
+    contracts = [subscribed(provider, customer) for _ in range(3)]
+
+    def fire(contract: Contract) -> None:
+        usage_alert_rule_create(
+            organization=customer, kind="ttft_p95_over_slo", threshold=Decimal(1), contract=contract
+        )
+        hour_of_usage(provider, contract, NINE)
+        usage_alerts_evaluate(now=NINE + HOUR, contract_ids=[contract.pk])
+
+    fire(contracts[0])
+    counts = {}
+    for url in (RULES, ALERTS):
+        with django_assert_num_queries(2) as captured:
+            client.get(url)
+        counts[url] = len(captured.captured_queries)
+    for contract in contracts[1:]:
+        fire(contract)
+    for url in (RULES, ALERTS):
+        with django_assert_num_queries(counts[url]):
+            assert len(client.get(url).json()["results"]) == 3
