@@ -251,7 +251,10 @@ def usage_alert_rule_evaluate(
     fired = []
     for run in breaching_runs(breaching, minimum=rule.hours):
         first_hour = run[0][0]
-        if UsageAlert.objects.filter(rule=rule, contract=contract, first_hour=first_hour).exists():
+        # The same run, even if late usage has since made an hour before it breach too.
+        if UsageAlert.objects.filter(
+            rule=rule, contract=contract, first_hour__gte=first_hour, first_hour__lte=run[-1][0]
+        ).exists():
             continue
         alert = UsageAlert.objects.create(
             rule=rule,

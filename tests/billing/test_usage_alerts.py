@@ -306,3 +306,15 @@ def test_rule_and_alert_lists_cost_the_same_queries_for_one_or_many(
     for url in (RULES, ALERTS):
         with django_assert_num_queries(counts[url]):
             assert len(client.get(url).json()["results"]) == 3
+
+
+def test_late_usage_that_extends_a_run_backwards_does_not_fire_it_again(
+    provider: Organization, customer: Organization
+):
+    contract = subscribed(provider, customer)
+    usage_alert_rule_create(organization=customer, kind="ttft_p95_over_slo", contract=contract)
+    hour_of_usage(provider, contract, NINE + HOUR, ttft_ms=900.0)
+    assert usage_alerts_evaluate(now=NINE + 2 * HOUR) == 1
+    hour_of_usage(provider, contract, NINE, ttft_ms=900.0)  # the hour before, reported late
+    assert usage_alerts_evaluate(now=NINE + 3 * HOUR) == 0
+    assert len(alerts_sent(customer)) == 1
