@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -30,9 +30,17 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import api_key_create
-from billing.models import Invoice, LedgerAccount, UsageEvent, UsageRollup
+from billing.models import (
+    Invoice,
+    InvoiceStatus,
+    LedgerAccount,
+    ProviderStatement,
+    UsageEvent,
+    UsageRollup,
+)
 from billing.services.documents import credit_note_issue
 from billing.services.ingest import usage_batch_ingest
+from billing.services.payout_runs import statement_generate
 from billing.services.rollups import usage_rollups_refresh_batch
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import acceptance_run_record, contract_activate
@@ -78,6 +86,7 @@ METHOD_ORDER = ("get", "post", "put", "patch", "delete")
 PROVIDER, CUSTOMER = "provider", "customer"
 # Stands in for an id no tenant has: tenant B's answer for A's object must be the same as for it.
 MISSING_ID = 999_999_999
+FEBRUARY, MARCH = datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC)
 MISSING_NAME = "no-such-object"
 PROJECT_APPS = frozenset(
     {"accounts", "inventory", "contracts", "leasing", "billing", "core", "webhooks"}
@@ -664,6 +673,31 @@ def _ledger_entry(world: World, kind: str) -> Built:
     return Built(entry, kwargs={"pk": entry.pk})
 
 
+def _payout_statement(world: World, _: str) -> Built:
+    """February's statement of the provider: the contract's February invoice, paid."""
+
+    def make() -> ProviderStatement:
+        invoice = make_issued_invoice(
+            world.provider,
+            world.customer,
+            contract=world.invoice().contract,
+            status=InvoiceStatus.PAID,
+            period_start=FEBRUARY,
+        )
+        made = statement_generate(
+            provider_id=world.provider.pk,
+            currency=invoice.currency,
+            start=FEBRUARY,
+            end=MARCH,
+            actor="tenant",
+        )
+        assert made is not None
+        return made
+
+    statement = world.once("statement", make)
+    return Built(statement, kwargs={"pk": statement.pk})
+
+
 def _asset(world: World, _: str) -> Built:
     """The node with its months and payback, as the nightly job stores them."""
     node = world.node()
@@ -991,6 +1025,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
     # The ledger: each party reads the entries and balances of its own accounts only.
     "balance": Resource(owners=(PROVIDER, CUSTOMER), build=_balance),
     "ledger-entry": Resource(owners=(PROVIDER, CUSTOMER), build=_ledger_entry),
+    # A provider's statements: its own only; its customers never see them.
+    "payout-statement": Resource(owners=(PROVIDER,), build=_payout_statement, customer_reads=False),
     "asset": Resource(owners=(PROVIDER,), build=_asset, economics=True, customer_reads=False),
     "capacity-signal": Resource(
         owners=(PROVIDER,),
