@@ -6,6 +6,7 @@ nightly ledger reconciliation), editable in the admin.
 Numbered 0015 on its branch: the funds branch adds 0014; the lead renumbers at merge.
 """
 
+import django.core.validators
 import django.db.models.deletion
 import django.db.models.expressions
 from django.db import migrations, models
@@ -61,7 +62,7 @@ class Migration(migrations.Migration):
             name='CommissionRate',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('percent', models.DecimalField(decimal_places=4, help_text="Percent of the provider's pre-tax share of each invoice.", max_digits=7)),
+                ('percent', models.DecimalField(decimal_places=4, help_text="Percent of the provider's pre-tax share of each invoice.", max_digits=7, validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(100)])),
                 ('minimum', models.DecimalField(blank=True, decimal_places=4, help_text='Optional minimum commission per invoice.', max_digits=20, null=True)),
                 ('minimum_currency', models.CharField(blank=True, default='', max_length=3)),
                 ('set_by', models.CharField(help_text='The operator who vouched for it.', max_length=200)),

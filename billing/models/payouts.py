@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -40,7 +41,10 @@ class CommissionRate(models.Model):
         related_name="commission_rate",
         help_text="Empty: the provider's rate for all its invoices.",
     )
-    percent = _pct_field(help_text="Percent of the provider's pre-tax share of each invoice.")
+    percent = _pct_field(
+        validators=[MinValueValidator(0), MaxValueValidator(100)],
+        help_text="Percent of the provider's pre-tax share of each invoice.",
+    )
     minimum = amount_field(
         null=True, blank=True, help_text="Optional minimum commission per invoice."
     )

@@ -267,16 +267,29 @@ def payout_confirm(
 
 @transaction.atomic
 def payout_fail(
-    *, payout: Payout | int, actor: str, reason: str, now: datetime | None = None
+    *,
+    payout: Payout | int,
+    actor: str,
+    reason: str,
+    now: datetime | None = None,
+    transfer_reversed: bool = False,
 ) -> Payout:
-    """A payout that did not (and will not) reach the provider: the money is payable again."""
+    """A payout that did not (and will not) reach the provider: the money is payable again.
+
+    A Stripe transfer that was made fails only once Stripe reversed it (`transfer_reversed`,
+    which the run checks at Stripe).
+    """
     if not reason.strip():
         raise ValidationFailed("Say why the payout failed.", code="reason_required")
     now = now or timezone.now()
     payout = payout_lock(payout)
     if payout.status == PayoutStatus.FAILED:
         return payout
-    if payout.status == PayoutStatus.SUBMITTED and payout.stripe_transfer_id:
+    if (
+        payout.status == PayoutStatus.SUBMITTED
+        and payout.stripe_transfer_id
+        and not (transfer_reversed)
+    ):
         # The transfer exists; only a reversal at Stripe (seen by the run) undoes it.
         raise Conflict(
             f"Payout {payout.pk} was transferred by Stripe ({payout.stripe_transfer_id}).",
@@ -315,6 +328,7 @@ def payout_settle_transfer(*, payout: Payout, actor: str, now: datetime | None =
             actor=actor,
             reason=f"Stripe reversed transfer {payout.stripe_transfer_id}.",
             now=now,
+            transfer_reversed=True,
         )
     return payout_confirm(
         payout=payout,

@@ -32,7 +32,8 @@ def stripe_transfer_find(*, payout: Payout) -> str | None:
     except stripe.StripeError as exc:
         raise _domain_error(exc) from exc
     for transfer in found.data:
-        if (transfer.metadata or {}).get("cardhour_payout_id") == str(payout.pk):
+        metadata = transfer.metadata.to_dict() if transfer.metadata else {}
+        if metadata.get("cardhour_payout_id") == str(payout.pk):
             return str(transfer.id)
     return None
 
