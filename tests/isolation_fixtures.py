@@ -86,7 +86,7 @@ METHOD_ORDER = ("get", "post", "put", "patch", "delete")
 PROVIDER, CUSTOMER = "provider", "customer"
 # Stands in for an id no tenant has: tenant B's answer for A's object must be the same as for it.
 MISSING_ID = 999_999_999
-FEBRUARY, MARCH = datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC)
+FEBRUARY, MARCH, APRIL = (datetime(2026, month, 1, tzinfo=UTC) for month in (2, 3, 4))
 MISSING_NAME = "no-such-object"
 PROJECT_APPS = frozenset(
     {"accounts", "inventory", "contracts", "leasing", "billing", "core", "webhooks"}
@@ -674,7 +674,8 @@ def _ledger_entry(world: World, kind: str) -> Built:
 
 
 def _payout_statement(world: World, _: str) -> Built:
-    """February's statement of the provider: the contract's February invoice, paid."""
+    """March's statement of the provider: the contract's February invoice, issued and paid on
+    1 March."""
 
     def make() -> ProviderStatement:
         invoice = make_issued_invoice(
@@ -687,8 +688,8 @@ def _payout_statement(world: World, _: str) -> Built:
         made = statement_generate(
             provider_id=world.provider.pk,
             currency=invoice.currency,
-            start=FEBRUARY,
-            end=MARCH,
+            start=MARCH,
+            end=APRIL,
             actor="tenant",
         )
         assert made is not None
