@@ -40,7 +40,6 @@ class CommissionRateAdmin(ServiceAdminMixin[CommissionRate]):
     list_display = ["provider", "offer", "percent", "minimum", "minimum_currency", "set_by"]
     list_select_related = ["provider", "offer"]
     search_fields = ["provider__slug", "provider__name", "offer__name"]
-    autocomplete_fields: list[str] = []
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [] if obj is None else ["provider", "offer"]

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
@@ -23,8 +25,9 @@ from core.lifecycle import Lifecycle
 from leasing.models import Offer
 
 
-def _pct_field(**kwargs: object) -> models.DecimalField[object, object]:
-    return models.DecimalField(max_digits=7, decimal_places=4, **kwargs)  # type: ignore[arg-type]
+def _pct_field(**kwargs: Any) -> models.DecimalField[Any, Any]:
+    """A percentage with four decimals (as invoices' tax rates)."""
+    return models.DecimalField(max_digits=7, decimal_places=4, **kwargs)
 
 
 class CommissionRate(models.Model):

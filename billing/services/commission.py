@@ -71,7 +71,8 @@ def commission_rate_for(invoice: Invoice) -> Rate:
     if found is None:
         found, source = rates.filter(offer__isnull=True).first(), "provider"
     if found is None:
-        return Rate(percent=settings.BILLING_COMMISSION_PCT, minimum=None, source="default")
+        default = Decimal(settings.BILLING_COMMISSION_PCT)
+        return Rate(percent=default, minimum=None, source="default")
     minimum = found.minimum if found.minimum_currency == invoice.currency else None
     return Rate(percent=found.percent, minimum=minimum, source=source)
 
