@@ -19,6 +19,7 @@ from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from billing.locks import statement_lock
 from billing.models import Payout, PayoutMethod, PayoutStatus, ProviderStatement
 from billing.rendering_statements import statement_pdf
 from billing.selectors.statements import providers_with_money, statement_figures
@@ -82,7 +83,7 @@ def statement_pdf_store(*, statement: ProviderStatement) -> ProviderStatement:
     if statement.pdf:
         return statement
     with transaction.atomic():
-        statement = ProviderStatement.objects.select_for_update().get(pk=statement.pk)
+        statement = statement_lock(statement)
         if not statement.pdf:
             name = f"statement-{statement.provider_id}-{statement.period_start:%Y-%m}"
             statement.pdf.save(
