@@ -99,7 +99,7 @@ def statement_pdf(statement: ProviderStatement, *, compress: bool = True) -> byt
     pdf.ln(3)
     pdf.set_font(PDF_FONT, size=8.5)
     with pdf.table(
-        col_widths=(55, 35, 40, 50),
+        col_widths=(75, 30, 35, 40),
         text_align=("LEFT", "LEFT", "LEFT", "RIGHT"),
         headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
         line_height=4.5,

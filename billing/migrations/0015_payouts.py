@@ -118,7 +118,7 @@ class Migration(migrations.Migration):
             name='PayoutProfile',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('stripe_account_id', models.CharField(blank=True, help_text='acct_…; empty: payouts go to the export file.', max_length=64)),
+                ('stripe_account_id', models.CharField(blank=True, help_text='acct_…; empty: payouts go to the export file.', max_length=64, validators=[django.core.validators.RegexValidator('^acct_[A-Za-z0-9]+$', message='A Stripe connected account id looks like acct_1A2b3C.')])),
                 ('set_by', models.CharField(max_length=200)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
             ],

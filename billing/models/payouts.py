@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -125,6 +125,11 @@ class CommissionCharge(models.Model):
         return f"commission {self.amount} {self.currency} on invoice {self.invoice_id}"
 
 
+STRIPE_ACCOUNT_ID = RegexValidator(
+    r"^acct_[A-Za-z0-9]+$", message="A Stripe connected account id looks like acct_1A2b3C."
+)
+
+
 class PayoutProfile(models.Model):
     """How a provider is paid: a Stripe connected account, or (empty) an export file."""
 
@@ -132,7 +137,10 @@ class PayoutProfile(models.Model):
         Organization, on_delete=models.PROTECT, related_name="payout_profile"
     )
     stripe_account_id = models.CharField(
-        max_length=64, blank=True, help_text="acct_…; empty: payouts go to the export file."
+        max_length=64,
+        blank=True,
+        validators=[STRIPE_ACCOUNT_ID],
+        help_text="acct_…; empty: payouts go to the export file.",
     )
     set_by = models.CharField(max_length=200)
     updated_at = models.DateTimeField(auto_now=True)

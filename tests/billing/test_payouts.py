@@ -29,6 +29,7 @@ from billing.models import (
     PayoutStatus,
     ProviderStatement,
 )
+from billing.rendering_statements import statement_pdf
 from billing.services.commission import commission_rate_set
 from billing.services.payout_runs import month_bounds, payout_run, statement_generate
 from billing.services.payouts import (
@@ -353,3 +354,75 @@ def test_providers_read_their_own_statements_and_pdf_only(
         assert client.get(f"/api/v1/payout-statements/{statement.pk}/pdf").status_code == 404
     bad = mine.get("/api/v1/payout-statements/?payout_status=lost")
     assert bad.status_code == 400
+
+
+def test_the_statement_list_reads_a_page_in_a_fixed_number_of_queries(
+    provider: Organization,
+    customer: Organization,
+    paid_invoice: Invoice,
+    client_for: object,
+    django_assert_max_num_queries: object,
+) -> None:
+    for month in (3, 4, 5):  # three more months, each with its statement
+        statement_generate(
+            provider_id=provider.pk,
+            currency="USD",
+            start=datetime(2026, month, 1, tzinfo=UTC),
+            end=datetime(2026, month + 1, 1, tzinfo=UTC),
+            actor="tests",
+        )
+    payout_run(now=RUN_AT)
+    client = client_for(provider)  # type: ignore[operator]
+    # The key's lookup and last use, the count and the page (statements with their payouts).
+    with django_assert_max_num_queries(6):  # type: ignore[operator]
+        listed = client.get("/api/v1/payout-statements/")
+    assert len(listed.json()["results"]) == 4
+
+
+def test_the_statement_pdf_shows_the_months_figures_and_the_payout(
+    provider: Organization, paid_invoice: Invoice
+) -> None:
+    payout_run(now=RUN_AT)
+    statement = ProviderStatement.objects.get()
+    text = statement_pdf(statement, compress=False).decode("latin-1")
+    for shown in (
+        "PROVIDER STATEMENT",
+        provider.name,
+        "2026-02-01 to 2026-03-01",
+        "114,278.40 USD",
+        "-11,313.56 USD",
+        "101,822.06 USD",
+        str(paid_invoice.number)[-11:],  # its sequence (the issuer's slug may wrap)
+        f"Payout {statement.payout.pk}: 101,822.06 USD, submitted by export file",
+    ):
+        assert shown in text
+
+
+def test_operators_make_payouts_from_statements_and_set_destinations_in_the_admin(
+    provider: Organization, paid_invoice: Invoice, operator_client: Client
+) -> None:
+    statement = statement_generate(
+        provider_id=provider.pk, currency="USD", start=FEBRUARY, end=MARCH, actor="tests"
+    )
+    assert statement is not None
+    page = operator_client.get("/admin/billing/providerstatement/")
+    assert page.status_code == 200 and "101,822.06" in page.content.decode().replace(
+        "101822.06", "101,822.06"
+    )
+    operator_client.post(
+        "/admin/billing/providerstatement/",
+        {"action": "make_payouts", "_selected_action": [statement.pk]},
+        follow=True,
+    )
+    payout = Payout.objects.get(statement=statement)
+    assert (payout.created_by, payout.method, payout.amount) == ("admin:ops", "export", PAYABLE)
+    assert operator_client.get(f"/admin/billing/payout/{payout.pk}/change/").status_code == 200
+
+    url = "/admin/billing/payoutprofile/add/"
+    refused = operator_client.post(url, {"provider": provider.pk, "stripe_account_id": "ba_1"})
+    assert refused.status_code == 200
+    assert "acct_1A2b3C" in refused.content.decode()
+    saved = operator_client.post(url, {"provider": provider.pk, "stripe_account_id": ACCOUNT})
+    assert saved.status_code == 302
+    assert provider.payout_profile.stripe_account_id == ACCOUNT
+    assert provider.payout_profile.set_by == "admin:ops"
