@@ -97,3 +97,18 @@ def payout_lock(payout: Payout | int) -> Payout:
     """Re-read a payout (with its provider) under its row lock, inside a transaction."""
     pk = payout if isinstance(payout, int) else payout.pk
     return Payout.objects.select_for_update(of=("self",)).select_related("provider").get(pk=pk)
+
+
+def payout_claim(payout: Payout | int) -> Payout | None:
+    """A payout under its row lock, or None when another run holds it (SKIP LOCKED).
+
+    Held while its Stripe transfer is made, so two payout runs never send the same payout at
+    once; the one that skips leaves it to the holder (or to the next run).
+    """
+    pk = payout if isinstance(payout, int) else payout.pk
+    return (
+        Payout.objects.select_for_update(of=("self",), skip_locked=True)
+        .select_related("provider")
+        .filter(pk=pk)
+        .first()
+    )

@@ -29,7 +29,7 @@ from billing.services.payouts import (
     payout_settle_transfer,
     payout_submit,
 )
-from billing.services.stripe import StripeRejected
+from billing.services.stripe import StripeRejected, StripeUnavailable
 from core.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,8 @@ def _push(payout: Payout, *, actor: str, now: datetime, outcome: PayoutRunOutcom
     try:
         if payout.status == PayoutStatus.PENDING:
             payout = payout_submit(payout=payout, actor=actor, now=now)
-            outcome.submitted.append(payout.pk)
+            if payout.status == PayoutStatus.SUBMITTED:
+                outcome.submitted.append(payout.pk)
         if payout.status == PayoutStatus.SUBMITTED and payout.method == (
             PayoutMethod.STRIPE_TRANSFER
         ):
@@ -121,9 +122,15 @@ def _push(payout: Payout, *, actor: str, now: datetime, outcome: PayoutRunOutcom
             (outcome.paid if payout.status == PayoutStatus.PAID else outcome.failed).append(
                 payout.pk
             )
+    except StripeUnavailable:
+        raise  # the task retries with backoff; the rerun resumes here
     except StripeRejected as exc:
         payout_fail(payout=payout, actor=actor, reason=f"Stripe refused: {exc.message}", now=now)
         outcome.failed.append(payout.pk)
+    except ApplicationError as exc:  # e.g. another run settled it meanwhile
+        outcome.errors.append(
+            {"subject": f"payout {payout.pk}", "code": exc.code, "message": exc.message}
+        )
 
 
 def payout_run(
@@ -149,7 +156,7 @@ def payout_run(
             outcome.payouts.append(payout_create(statement=statement, actor=actor, now=now).pk)
         except ApplicationError as exc:  # nothing left to pay now (paid out since)
             outcome.errors.append(
-                {"statement": str(statement.pk), "code": exc.code, "message": exc.message}
+                {"subject": f"statement {statement.pk}", "code": exc.code, "message": exc.message}
             )
     unfinished = Payout.objects.filter(
         status__in=[PayoutStatus.PENDING, PayoutStatus.SUBMITTED]

@@ -9,7 +9,8 @@ killed anywhere is simply run again:
    payout per statement (unique per provider, period and currency).
 2. `payout_submit` (submitted): a Stripe transfer (idempotency key and transfer group from the
    payout id) when the provider has a connected account, else a CSV export file for the bank
-   transfer. The transfer id is stored in the transaction that moves the status.
+   transfer. The transfer id is stored in the transaction that moves the status, which holds
+   the payout's row lock across the Stripe call (one sender at a time).
 3. `payout_confirm` (paid): Dr `payouts_in_transit`, Cr `cash`. The run confirms a Stripe
    transfer at once (after checking it was not reversed); an export is confirmed by an operator
    once the bank transfer went out.
@@ -30,7 +31,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing.locks import ledger_accounts_lock, payout_lock, statement_lock
+from billing.locks import ledger_accounts_lock, payout_claim, payout_lock, statement_lock
 from billing.models import (
     PAYOUT_LIFECYCLE,
     AccountKind,
@@ -188,40 +189,40 @@ def _export_csv(payout: Payout) -> bytes:
 
 
 def payout_submit(*, payout: Payout | int, actor: str, now: datetime | None = None) -> Payout:
-    """Send a pending payout (Stripe transfer or export file); a no-op past pending.
+    """Send a pending payout (Stripe transfer or export file); a no-op past pending, or while
+    another run holds it.
 
-    The Stripe call runs outside any transaction (it may take seconds); its idempotency key
-    makes a repeated call return the same transfer.
+    The payout's row lock is held across the Stripe call (payout_claim), so two runs never send
+    it at once; a crash anywhere leaves it pending, and the rerun finds the transfer (by its
+    transfer group, or Stripe replays the idempotency key) instead of making a second.
     """
     now = now or timezone.now()
-    payout = Payout.objects.select_related("provider").get(
-        pk=payout if isinstance(payout, int) else payout.pk
-    )
-    if payout.status != PayoutStatus.PENDING:
-        return payout
-    transfer_id = ""
-    if payout.method == PayoutMethod.STRIPE_TRANSFER:
-        transfer_id = stripe_transfer_find(payout=payout) or stripe_transfer_create(payout=payout)
+    pk = payout if isinstance(payout, int) else payout.pk
     with transaction.atomic():
-        payout = payout_lock(payout)
-        if payout.status != PayoutStatus.PENDING:
-            return payout
-        payout.submitted_at = now
+        claimed = payout_claim(pk)
+        if claimed is None:
+            return Payout.objects.get(pk=pk)
+        if claimed.status != PayoutStatus.PENDING:
+            return claimed
+        claimed.submitted_at = now
         fields = ["submitted_at"]
-        if transfer_id:
-            payout.stripe_transfer_id = transfer_id
+        if claimed.method == PayoutMethod.STRIPE_TRANSFER:
+            transfer_id = stripe_transfer_find(payout=claimed) or stripe_transfer_create(
+                payout=claimed
+            )
+            claimed.stripe_transfer_id = transfer_id
             fields.append("stripe_transfer_id")
-            reason = f"Stripe transfer {transfer_id} to {payout.stripe_account_id}."
+            reason = f"Stripe transfer {transfer_id} to {claimed.stripe_account_id}."
         else:
-            payout.export_file.save(
-                f"payout-{payout.pk}.csv", ContentFile(_export_csv(payout)), save=False
+            claimed.export_file.save(
+                f"payout-{claimed.pk}.csv", ContentFile(_export_csv(claimed)), save=False
             )
             fields.append("export_file")
-            reason = f"Export file {payout.export_file.name} written for the bank transfer."
+            reason = f"Export file {claimed.export_file.name} written for the bank transfer."
         _advance(
-            payout, to=PayoutStatus.SUBMITTED, at=now, actor=actor, reason=reason, fields=fields
+            claimed, to=PayoutStatus.SUBMITTED, at=now, actor=actor, reason=reason, fields=fields
         )
-    return payout
+    return claimed
 
 
 @transaction.atomic

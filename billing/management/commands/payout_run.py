@@ -51,9 +51,7 @@ class Command(BaseCommand):
             )
             return
         for error in outcome.errors:
-            self.stderr.write(
-                f"{error['code']}: statement {error['statement']}: {error['message']}"
-            )
+            self.stderr.write(f"{error['code']}: {error['subject']}: {error['message']}")
         self.stdout.write(
             f"payout run {outcome.period_start:%Y-%m}: {len(outcome.statements)} statement(s),"
             f" {len(outcome.payouts)} new payout(s), {len(outcome.paid)} paid,"
