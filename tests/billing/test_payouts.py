@@ -13,9 +13,10 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
 from django.test import Client
+from django_celery_beat.models import PeriodicTask
 
 from accounts.models import Organization
 from billing.models import (
@@ -426,3 +427,19 @@ def test_operators_make_payouts_from_statements_and_set_destinations_in_the_admi
     assert saved.status_code == 302
     assert provider.payout_profile.stripe_account_id == ACCOUNT
     assert provider.payout_profile.set_by == "admin:ops"
+
+
+def test_beat_runs_the_payout_run_daily_on_the_billing_queue() -> None:
+    task = PeriodicTask.objects.get(task="billing.run_payouts")
+    assert (task.queue, task.crontab.hour, task.crontab.minute) == ("billing", "4", "0")
+    assert task.enabled
+
+
+def test_the_command_says_what_it_did(provider: Organization, paid_invoice: Invoice) -> None:
+    out = io.StringIO()
+    call_command("payout_run", "--as-of", RUN_AT.isoformat(), stdout=out)
+    assert out.getvalue().strip() == (
+        "payout run 2026-02: 1 statement(s), 1 new payout(s), 0 paid, 0 failed"
+    )
+    with pytest.raises(CommandError):
+        call_command("payout_run", "--as-of", "yesterday")
