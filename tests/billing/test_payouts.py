@@ -45,6 +45,7 @@ from core.errors import ApplicationError
 from tests.billing.conftest import LocalStripe
 from tests.billing.invoice_factories import make_issued_invoice
 from tests.billing.test_ledger_postings import balance, check_deferred, reconcile
+from tests.core.test_metrics import scrape, value
 
 pytestmark = pytest.mark.django_db
 
@@ -247,6 +248,9 @@ def test_without_a_stripe_account_the_payout_is_an_export_the_operator_confirms(
     payout.refresh_from_db()
     assert payout.status == PayoutStatus.PAID
     assert payout.events.last().actor == "admin:ops"  # type: ignore[union-attr]
+    samples = scrape(Client())
+    assert value(samples, "cardhour_payouts", status="paid") == 1
+    assert value(samples, "cardhour_payouts", status="submitted") == 0
     assert balance(None, AccountKind.PAYOUTS_IN_TRANSIT) == 0
     assert reconcile()[0] == 0
     # Paid is final: failing it now is refused, nothing moves.
