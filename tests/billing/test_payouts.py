@@ -330,6 +330,7 @@ def test_providers_read_their_own_statements_and_pdf_only(
     provider: Organization,
     other_provider: Organization,
     customer: Organization,
+    operator: Organization,
     paid_invoice: Invoice,
     client_for: object,
 ) -> None:
@@ -359,6 +360,10 @@ def test_providers_read_their_own_statements_and_pdf_only(
         assert client.get(f"/api/v1/payout-statements/{statement.pk}/pdf").status_code == 404
     bad = mine.get("/api/v1/payout-statements/?payout_status=lost")
     assert bad.status_code == 400
+    # Operators see every provider's, and filter by provider.
+    staff = client_for(operator)  # type: ignore[operator]
+    seen = staff.get(f"/api/v1/payout-statements/?provider={provider.pk}").json()["results"]
+    assert [row["id"] for row in seen] == [statement.pk]
 
 
 def test_the_statement_list_reads_a_page_in_a_fixed_number_of_queries(
