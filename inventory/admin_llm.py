@@ -6,6 +6,7 @@ through inventory.services.llm_models, whose errors core.admin.ServiceAdminMixin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -40,6 +41,8 @@ _RULE_FIGURES = [name for name in _FIGURES if name != "default_precision"]
 class LlmModelForm(forms.ModelForm[LlmModel]):
     """Checks the figures with the API's rules; an empty active count means a dense model."""
 
+    source_url = forms.URLField(max_length=300, assume_scheme="https")
+
     class Meta:
         model = LlmModel
         fields = _FIELDS
@@ -55,7 +58,7 @@ class LlmModelForm(forms.ModelForm[LlmModel]):
         required = [name for name in _RULE_FIGURES if name in self.fields]
         if any(data.get(name) is None for name in required if self.fields[name].required):
             return data  # the field's own "required" error says it
-        figures = {name: data.get(name) for name in _RULE_FIGURES}
+        figures: dict[str, Any] = {name: data.get(name) for name in _RULE_FIGURES}
         add_field_errors(self, llm_architecture_errors(**figures))
         return data
 
@@ -78,7 +81,11 @@ class LlmModelAdmin(ServiceAdminMixin[LlmModel], SimpleHistoryAdmin):
     ]
     list_filter = ["publisher", "attention", "default_precision"]
     search_fields = ["name", "slug", "publisher"]
-    prepopulated_fields = {"slug": ["name"]}
+
+    def get_prepopulated_fields(
+        self, request: HttpRequest, obj: Any = None
+    ) -> dict[str, Sequence[str]]:
+        return {"slug": ["name"]} if obj is None else {}
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return ["slug"] if obj is not None else []  # the API and sizing requests name it

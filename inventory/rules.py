@@ -265,14 +265,15 @@ def llm_architecture_errors(
     head_dim: int,
     attention: str,
     kv_latent_dim: int | None,
-    max_context_tokens: int,
+    max_context_tokens: int | None,
     experts: int | None = None,
     experts_per_token: int | None = None,
     prefix: str = "",
 ) -> list[FieldError]:
     """Rules of a language model's architecture: positive figures, KV heads that divide the
     attention heads, active parameters within the total, a latent size exactly for MLA, experts
-    in pairs. `prefix` names the fields of a nested body (`architecture.`)."""
+    in pairs. `prefix` names the fields of a nested body (`architecture.`); an unknown maximum
+    context (None) is only allowed there."""
     values = {
         "parameters": parameters,
         "active_parameters": active_parameters,
@@ -282,11 +283,15 @@ def llm_architecture_errors(
         "head_dim": head_dim,
         "max_context_tokens": max_context_tokens,
     }
-    errors = [
-        FieldError(f"{prefix}{name}", "not_positive", f"{name} must be a positive whole number.")
-        for name in _LLM_POSITIVE
-        if values[name] <= 0
-    ]
+    errors: list[FieldError] = []
+    for name in _LLM_POSITIVE:
+        value = values[name]
+        if value is not None and value <= 0:
+            errors.append(
+                FieldError(
+                    f"{prefix}{name}", "not_positive", f"{name} must be a positive whole number."
+                )
+            )
     if parameters > MAX_LLM_PARAMETERS:
         errors.append(
             FieldError(
@@ -295,7 +300,7 @@ def llm_architecture_errors(
                 f"More than {MAX_LLM_PARAMETERS:,} parameters is not plausible.",
             )
         )
-    if max_context_tokens > MAX_CONTEXT_TOKENS:
+    if max_context_tokens is not None and max_context_tokens > MAX_CONTEXT_TOKENS:
         errors.append(
             FieldError(
                 f"{prefix}max_context_tokens",

@@ -79,19 +79,27 @@ class LlmModel(models.Model):
                 condition=Q(active_parameters__lte=F("parameters")),
                 name="llm_model_active_within_total",
             ),
+            # Dividing implies kv_heads <= attention_heads: both are positive.
             models.CheckConstraint(
-                condition=Q(kv_heads__lte=F("attention_heads"))
-                & Exact(Mod(F("attention_heads"), F("kv_heads")), 0),
+                condition=Exact(Mod(F("attention_heads"), F("kv_heads")), 0),
                 name="llm_model_kv_heads_divide_heads",
             ),
             models.CheckConstraint(
-                condition=Q(attention=AttentionKind.MLA, kv_latent_dim__gt=0)
+                condition=Q(
+                    attention=AttentionKind.MLA, kv_latent_dim__isnull=False, kv_latent_dim__gt=0
+                )
                 | Q(attention=AttentionKind.GQA, kv_latent_dim__isnull=True),
                 name="llm_model_latent_only_for_mla",
             ),
             models.CheckConstraint(
                 condition=Q(experts__isnull=True, experts_per_token__isnull=True)
-                | Q(experts_per_token__gt=0, experts__gte=F("experts_per_token")),
+                # The isnull tests matter: a comparison with NULL would let the row pass.
+                | Q(
+                    experts__isnull=False,
+                    experts_per_token__isnull=False,
+                    experts_per_token__gt=0,
+                    experts__gte=F("experts_per_token"),
+                ),
                 name="llm_model_experts_pair",
             ),
             models.CheckConstraint(
