@@ -181,9 +181,7 @@ def test_size_shows_the_fits_priced_from_current_capacity(world: World):
     assert h200[0]["capacity"]["price_per_month"] == "3504.00"
     assert h200[0]["capacity"]["offer_id"] == world.offer.pk
 
-    nowhere = world.customer_run(
-        "size", "--model", "llama-3-1-405b", "--max-gpus-per-node", "1"
-    )
+    nowhere = world.customer_run("size", "--model", "llama-3-1-405b", "--max-gpus-per-node", "1")
     assert nowhere.code == 0, nowhere.stderr
     assert "No fit" in nowhere.stdout and "mi300x: even on 1 GPU" in nowhere.stdout
 

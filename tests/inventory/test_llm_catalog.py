@@ -87,9 +87,7 @@ def test_everyone_reads_the_catalogue_by_slug_and_filters_it(customer, client_fo
     assert [row["slug"] for row in rows] == ["llama-3-1-8b", "llama-3-1-70b", "llama-3-1-405b"]
 
 
-def test_an_operator_adds_a_model_and_a_dense_model_reads_all_its_parameters(
-    operator, client_for
-):
+def test_an_operator_adds_a_model_and_a_dense_model_reads_all_its_parameters(operator, client_for):
     response = client_for(operator).post(MODELS, new_model(), format="json")
     assert response.status_code == 201, response.content
     model = LlmModel.objects.get(slug="phi-tiny")

@@ -204,9 +204,7 @@ def test_the_smallest_case_reads_as_written(customer, client_for):
     assert [fit["gpus_per_node"] for fit in fits_of(body, "h100-sxm")] == [1, 2, 4, 8]
 
 
-def test_qwen_on_eight_gpus_is_skipped_because_eight_does_not_divide_28_heads(
-    customer, client_for
-):
+def test_qwen_on_eight_gpus_is_skipped_because_eight_does_not_divide_28_heads(customer, client_for):
     body = ask(client_for(customer), model="qwen2-5-7b", context_tokens=4096, concurrency=4).json()
     assert {fit["gpus_per_node"] for fit in body["fits"]} == {1, 2, 4}
     assert body["skipped_tensor_parallel_degrees"] == [
@@ -218,8 +216,12 @@ def test_each_fit_carries_the_cheapest_current_capacity_on_one_node(
     customer, provider, other_provider, client_for
 ):
     # Offer A: one node of 4 H100 at 1.90; offer B: one node of 8 at 2.50; offer C in EUR.
-    cheap = make_offer(provider, gpu_model_slug="h100-sxm", gpus_per_node=4, price_per_gpu_hour="1.90")
-    make_offer(other_provider, gpu_model_slug="h100-sxm", gpus_per_node=8, price_per_gpu_hour="2.50")
+    cheap = make_offer(
+        provider, gpu_model_slug="h100-sxm", gpus_per_node=4, price_per_gpu_hour="1.90"
+    )
+    make_offer(
+        other_provider, gpu_model_slug="h100-sxm", gpus_per_node=8, price_per_gpu_hour="2.50"
+    )
     make_offer(provider, gpu_model_slug="h100-sxm", price_per_gpu_hour="0.50", currency="EUR")
     client = client_for(customer)
     body = ask(client, model="llama-3-1-8b", context_tokens=8192, concurrency=1).json()
@@ -231,8 +233,9 @@ def test_each_fit_carries_the_cheapest_current_capacity_on_one_node(
     assert by_gpus[8]["capacity"]["price_per_month"] == "14600.00"  # 2.50 x 8 x 730
     assert by_gpus[8]["capacity"]["provider"] == other_provider.slug
     assert by_gpus[1]["capacity"]["currency"] == "USD"
-    assert "1 GPU x 730 h (a month: 8,760 h / 12) = 1,387.00 USD per month" in (
-        by_gpus[1]["capacity_explanation"]
+    assert (
+        "1 GPU x 730 h (a month: 8,760 h / 12) = 1,387.00 USD per month"
+        in (by_gpus[1]["capacity_explanation"])
     )
     # Cheapest first: the fits with capacity lead, priced per month.
     assert body["fits"][0]["capacity"]["price_per_month"] == "1387.00"
@@ -379,7 +382,9 @@ def test_more_gpus_than_kv_heads_replicate_them(customer, client_for):
         ({"model": "llama-3-1-8b", "batch": 4}, 400, "invalid", "batch"),
     ],
 )  # fmt: skip
-def test_impossible_input_is_a_400_with_a_stable_code(customer, client_for, body, status, code, field):
+def test_impossible_input_is_a_400_with_a_stable_code(
+    customer, client_for, body, status, code, field
+):
     workload = {"context_tokens": 8192, "concurrency": 1}
     response = client_for(customer).post(SIZING, {**workload, **body}, format="json")
     assert response.status_code == status, response.content
