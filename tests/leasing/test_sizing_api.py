@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from leasing.choices import PricingMode
 from tests.leasing.factories import busy, gpus_of, make_offer
@@ -416,3 +418,22 @@ def test_the_sizing_endpoint_is_in_the_openapi_document(customer, client_for):
     operation = schema["paths"]["/api/v1/sizing/"]["post"]
     assert "requestBody" in operation
     assert "200" in operation["responses"]
+
+
+def test_the_answer_costs_the_same_queries_with_more_offers(customer, provider, client_for):
+    """One query per GPU model that fits (its capacity search), however many offers exist."""
+    client = client_for(customer)
+    body = {"model": "llama-3-1-70b", "context_tokens": 8192, "concurrency": 1}
+    make_offer(provider, gpu_model_slug="h200-sxm")
+    ask(client, **body)  # warm the key's last-used stamp
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert ask(client, **body).status_code == 200
+        return len(queries)
+
+    few = count()
+    for price in ("2.10", "2.20", "2.30", "2.50"):
+        make_offer(provider, gpu_model_slug="h200-sxm", price_per_gpu_hour=price)
+        make_offer(provider, gpu_model_slug="h100-sxm", price_per_gpu_hour=price)
+    assert count() == few
