@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 
 from core.errors import FieldError
-from core.text import counted
+from core.text import counted, noun
 from inventory.choices import PRECISION_BITS, AttentionKind
 from inventory.rules import MAX_GPUS_PER_NODE
 
@@ -157,6 +157,17 @@ def _bytes(size: int) -> str:
     return f"{gib(size)} ({size:,} bytes)"
 
 
+def _per_number(bits: int) -> str:
+    """Bytes per stored number: '2 bytes', '1 byte', '0.5 bytes'."""
+    size = Decimal(bits) / 8
+    return counted(size, "byte", shown=f"{size:f}")
+
+
+def gpu_group(gpus: int, slug: str) -> str:
+    """'1 h100-sxm GPU', '8 b200 GPUs'."""
+    return f"{gpus} {slug} {noun(gpus, 'GPU')}"
+
+
 def _ceil_div(numerator: int, denominator: int) -> int:
     return -(-numerator // denominator)
 
@@ -214,7 +225,7 @@ def demand(architecture: Architecture, workload: Workload) -> Demand:
     weight_bytes = _ceil_div(architecture.parameters * weight_bits, 8)
     active_bytes = _ceil_div(architecture.active_parameters * weight_bits, 8)
     weight_explanation = (
-        f"Weights: {architecture.parameters:,} parameters x {Decimal(weight_bits) / 8:f} bytes "
+        f"Weights: {architecture.parameters:,} parameters x {_per_number(weight_bits)} "
         f"({workload.weight_precision}) = {_bytes(weight_bytes)}."
     )
     if architecture.active_parameters != architecture.parameters:
@@ -222,7 +233,7 @@ def demand(architecture: Architecture, workload: Workload) -> Demand:
             f" Every expert is held in memory; a token reads "
             f"{architecture.active_parameters:,} active parameters = {_bytes(active_bytes)}."
         )
-    kv_size = Decimal(kv_bits) / 8
+    kv_size = _per_number(kv_bits)
     sequences = counted(workload.concurrency, "sequence")
     tokens = f"{workload.context_tokens:,} tokens"
     if architecture.attention == AttentionKind.MLA:
@@ -230,7 +241,7 @@ def demand(architecture: Architecture, workload: Workload) -> Demand:
         per_token = _ceil_div(architecture.layers * latent * kv_bits, 8)
         formula = (
             f"{counted(architecture.layers, 'layer')} x a latent of {latent} numbers x "
-            f"{kv_size:f} bytes ({workload.kv_cache_precision}) = {per_token:,} bytes per token "
+            f"{kv_size} ({workload.kv_cache_precision}) = {per_token:,} bytes per token "
             "(multi-head latent attention: one compressed vector per token and layer, no key "
             "and value per head)"
         )
@@ -241,7 +252,7 @@ def demand(architecture: Architecture, workload: Workload) -> Demand:
         formula = (
             f"2 (key and value) x {counted(architecture.layers, 'layer')} x "
             f"{counted(architecture.kv_heads, 'KV head')} x head dimension "
-            f"{architecture.head_dim} x {kv_size:f} bytes ({workload.kv_cache_precision}) = "
+            f"{architecture.head_dim} x {kv_size} ({workload.kv_cache_precision}) = "
             f"{per_token:,} bytes per token"
         )
     kv_bytes = per_token * workload.context_tokens * workload.concurrency
@@ -292,7 +303,7 @@ def _kv_share(architecture: Architecture, demand_: Demand, gpus: int) -> tuple[i
     """The KV-cache bytes one GPU of `gpus` holds, and how it was split."""
     total = demand_.kv_cache_bytes
     if architecture.attention == AttentionKind.MLA:
-        return total, "the whole latent cache (MLA's latent is not split by heads)"
+        return total, "all of it: MLA's latent is not split by heads"
     if gpus == 1:
         return total, "the whole KV cache"
     if gpus <= architecture.kv_heads:
@@ -318,7 +329,7 @@ def placement(
     )
     needed = weights + kv + overhead
     fits = needed <= gpu.memory_bytes
-    group = f"{counted(gpus, 'GPU')} {gpu.slug}"
+    group = gpu_group(gpus, gpu.slug)
     verdict = (
         f"fits with {gib(gpu.memory_bytes - needed)} to spare"
         if fits
@@ -346,9 +357,9 @@ def placement(
         f"{weights_read} and {gib(kv)} of KV cache on every GPU ({step_bytes:,} bytes) and "
         f"makes one token for each of {counted(workload.concurrency, 'sequence')}; at "
         f"{gpu.memory_bandwidth_tbps:f} TB/s per GPU that is at most "
-        f"{workload.concurrency:,} x {bandwidth:,f} / {step_bytes:,} = {bound:,} tokens/s for "
-        f"the replica ({per_sequence:,} per sequence). Compute, kernels and scheduling keep "
-        "real serving below it."
+        f"{workload.concurrency:,} x {int(bandwidth):,} bytes/s / {step_bytes:,} = {bound:,} "
+        f"tokens/s for the replica ({per_sequence:,} per sequence). Compute, kernels and "
+        "scheduling keep real serving below it."
     )
     return Placement(
         gpu=gpu,

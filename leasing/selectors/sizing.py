@@ -32,6 +32,7 @@ from leasing.sizing import (
     Sizing,
     Workload,
     gib,
+    gpu_group,
     size,
     workload_errors,
 )
@@ -215,8 +216,8 @@ def _pick(result: CapacityResult, gpus: int) -> CapacityPick:
 def _no_capacity(gpu_slug: str, gpus: int, request: SizingRequest) -> str:
     mode = request.pricing_mode.replace("_", "-")
     return (
-        f"No published {mode} offer in {request.currency} has {counted(gpus, 'GPU')} "
-        f"{gpu_slug} free on one node for the next {DEFAULT_MONTHLY_GPU_HOURS:f} hours."
+        f"No published {mode} offer in {request.currency} has {gpu_group(gpus, gpu_slug)} "
+        f"free on one node for the next {DEFAULT_MONTHLY_GPU_HOURS:f} hours."
     )
 
 
@@ -244,9 +245,9 @@ def _summary(
         return text + " No offer has the GPUs free on one node for the next month."
     best = priced[0]
     assert best.capacity is not None
+    group = gpu_group(best.placement.gpus, best.placement.gpu.slug)
     return text + (
-        f" Cheapest with free capacity: {counted(best.placement.gpus, 'GPU')} "
-        f"{best.placement.gpu.slug} at {best.capacity.price_per_month:,f} "
+        f" Cheapest with free capacity: {group} at {best.capacity.price_per_month:,f} "
         f"{best.capacity.result.currency} per month."
     )
 

@@ -196,14 +196,35 @@ def test_the_smallest_case_reads_as_written(customer, client_for):
     )
     h100 = fits_of(body, "h100-sxm")[0]
     assert h100["memory_explanation"] == (
-        "On 1 GPU h100-sxm each GPU holds weights 14.95 GiB (1/1) + KV cache 1.00 GiB (the whole "
+        "On 1 h100-sxm GPU each GPU holds weights 14.95 GiB (1/1) + KV cache 1.00 GiB (the whole "
         "KV cache) + overhead 10.00 GiB (10 % of 80 GiB + 2 GiB) = 25.95 GiB of 80 GiB: fits "
         "with 54.04 GiB to spare."
     )
     # 3.35e12 / (16,060,522,496 + 1,073,741,824) = 195.51 tokens/s.
     assert h100["decode"]["tokens_per_second_upper_bound"] == "195.5"
+    assert (
+        "1 x 3,350,000,000,000 bytes/s / 17,134,264,320 = 195.5 tokens/s"
+        in (h100["decode"]["explanation"])
+    )
     assert body["overhead_rule"].startswith("Overhead per GPU: 10 % of its memory")
     assert [fit["gpus_per_node"] for fit in fits_of(body, "h100-sxm")] == [1, 2, 4, 8]
+
+
+def test_deepseek_reads_as_a_mixture_of_experts_with_a_latent_cache(customer, client_for):
+    body = ask(client_for(customer), model="deepseek-v3", context_tokens=8192, concurrency=1).json()
+    assert body["weights"]["explanation"].startswith(
+        "Weights: 671,000,000,000 parameters x 1 byte (fp8) = 624.91 GiB"
+    )
+    assert "a token reads 37,000,000,000 active parameters" in body["weights"]["explanation"]
+    assert body["kv_cache"]["explanation"].startswith(
+        "KV cache: 61 layers x a latent of 576 numbers x 2 bytes (bf16) = 70,272 bytes per token"
+    )
+    h200 = fits_of(body, "h200-sxm")[0]
+    assert (
+        "KV cache 0.53 GiB (all of it: MLA's latent is not split by heads)"
+        in (h200["memory_explanation"])
+    )
+    assert "of the active weights" in h200["decode"]["explanation"]
 
 
 def test_qwen_on_eight_gpus_is_skipped_because_eight_does_not_divide_28_heads(customer, client_for):
@@ -242,11 +263,11 @@ def test_each_fit_carries_the_cheapest_current_capacity_on_one_node(
     # Cheapest first: the fits with capacity lead, priced per month.
     assert body["fits"][0]["capacity"]["price_per_month"] == "1387.00"
     assert body["explanation"].endswith(
-        "Cheapest with free capacity: 1 GPU h100-sxm at 1,387.00 USD per month."
+        "Cheapest with free capacity: 1 h100-sxm GPU at 1,387.00 USD per month."
     )
     assert fits_of(body, "h200-sxm")[0]["capacity"] is None
     assert fits_of(body, "h200-sxm")[0]["capacity_explanation"].startswith(
-        "No published on-demand offer in USD has 1 GPU h200-sxm free on one node"
+        "No published on-demand offer in USD has 1 h200-sxm GPU free on one node"
     )
     # One GPU of offer A taken for a day this month: 3 left on its node, so 4 GPUs move to B.
     start = body["capacity_window"]["start"]
