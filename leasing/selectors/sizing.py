@@ -182,10 +182,12 @@ def _cheapest_offers(
     """For each degree, the cheapest offer with that many GPUs free on one of its nodes."""
     wanted = sorted(degrees)
     found: dict[int, CapacityResult] = {}
+    # One filter for every page (the smallest degree), so that the offsets walk one list.
+    smallest = wanted[0]
     offset = 0
     while wanted:
         filters = replace(
-            base, gpu_models=[gpu_slug], min_gpus=wanted[0], offset=offset, limit=_CAPACITY_PAGE
+            base, gpu_models=[gpu_slug], min_gpus=smallest, offset=offset, limit=_CAPACITY_PAGE
         )
         page = capacity_search_page(filters=filters)
         for result in page.results:  # cheapest first

@@ -18,7 +18,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from accounts.throttling import ApiKeyRateThrottle
 from leasing.choices import PricingMode
+from leasing.selectors import sizing as sizing_selectors
 from tests.leasing.factories import busy, gpus_of, make_offer
 
 pytestmark = pytest.mark.django_db
@@ -458,3 +460,34 @@ def test_the_answer_costs_the_same_queries_with_more_offers(customer, provider, 
         make_offer(provider, gpu_model_slug="h200-sxm", price_per_gpu_hour=price)
         make_offer(provider, gpu_model_slug="h100-sxm", price_per_gpu_hour=price)
     assert count() == few
+
+
+def test_sizing_is_throttled_per_key_like_every_endpoint(customer, client_for, monkeypatch):
+    monkeypatch.setattr(ApiKeyRateThrottle, "THROTTLE_RATES", {"api_key": "2/min"})
+    client = client_for(customer)
+    body = {"model": "llama-3-1-8b", "context_tokens": 1024, "concurrency": 1}
+    assert [ask(client, **body).status_code for _ in range(2)] == [200, 200]
+    third = ask(client, **body)
+    assert (third.status_code, third.json()["code"]) == (429, "throttled")
+
+
+def test_offers_are_paged_until_every_degree_has_its_cheapest(
+    customer, provider, client_for, monkeypatch
+):
+    # Pages of one offer: the 8-GPU node is on the third page, cheapest first.
+    monkeypatch.setattr(sizing_selectors, "_CAPACITY_PAGE", 1)
+    make_offer(provider, gpu_model_slug="h100-sxm", gpus_per_node=1, price_per_gpu_hour="1.00")
+    make_offer(provider, gpu_model_slug="h100-sxm", gpus_per_node=2, price_per_gpu_hour="1.50")
+    eight = make_offer(
+        provider, gpu_model_slug="h100-sxm", gpus_per_node=8, price_per_gpu_hour="3.00"
+    )
+    body = ask(
+        client_for(customer), model="llama-3-1-8b", context_tokens=8192, concurrency=1
+    ).json()
+    months = {
+        fit["gpus_per_node"]: fit["capacity"]["price_per_month"]
+        for fit in fits_of(body, "h100-sxm")
+    }
+    # 1.00 x 1 x 730; 1.50 x 2 x 730; 3.00 x 4 x 730; 3.00 x 8 x 730.
+    assert months == {1: "730.00", 2: "2190.00", 4: "8760.00", 8: "17520.00"}
+    assert fits_of(body, "h100-sxm")[3]["capacity"]["offer_id"] == eight.pk
