@@ -174,8 +174,11 @@ CATALOGUE = [
                 " 46,702,792,704 (" + MIXTRAL_BLOG + ": 46.7B total)",
             ),
             "active_parameters": (
-                12_900_000_000,
-                MIXTRAL_BLOG + ": uses 12.9B parameters per token (rounded by the publisher)",
+                12_879_925_248,
+                "Derived from " + MIXTRAL_CONFIG + ": per layer attention 41,943,040 + 2 of 8"
+                " experts (2 x 3 x 14,336 x 4,096 = 352,321,536) + router 32,768 + norms 8,192,"
+                " x 32 layers, + embeddings and output head 2 x 32,000 x 4,096 + final norm"
+                " 4,096 = 12,879,925,248 (" + MIXTRAL_BLOG + ": 12.9B per token)",
             ),
             "experts": (8, MIXTRAL_CONFIG + ": num_local_experts 8"),
             "experts_per_token": (2, MIXTRAL_CONFIG + ": num_experts_per_tok 2"),

@@ -3,7 +3,7 @@ at two contexts and two concurrencies, fits priced from current capacity, no fit
 
 Figures used below (catalogue rows, inventory 0006; GPU catalog, inventory 0002):
 - Llama 3.1 8B: 8,030,261,248 parameters, 32 layers, 8 KV heads, head dim 128, bf16.
-- Mixtral 8x7B: 46,702,792,704 parameters (12,900,000,000 active), 32 layers, 8 KV heads, 128.
+- Mixtral 8x7B: 46,702,792,704 parameters (12,879,925,248 active), 32 layers, 8 KV heads, 128.
 - DeepSeek-V3: 671e9 parameters (37e9 active), fp8, 61 layers, MLA latent of 576 numbers.
 - H100 SXM 80 GiB at 3.35 TB/s; H200 SXM 141 GiB at 4.8 TB/s; MI300X 192 GiB at 5.3 TB/s.
 - Overhead per GPU: 10 % of its memory (rounded up to a byte) + 2 GiB.
@@ -84,14 +84,14 @@ CASES = [
         16_060_522_496 // 2 + 68_719_476_736 // 2 + H100_OVERHEAD,  # 53,127,417,856
         "3.35", 16_060_522_496 // 2,
     ),
-    # Mixtral 8x7B, bf16: every expert is held (93.4e9 bytes > one H100), 12.9e9 are read.
+    # Mixtral 8x7B, bf16: every expert is held (93.4e9 bytes > one H100), 12.88e9 are read.
     (
         "mixtral-8x7b", 8192, 1,
         46_702_792_704 * 2,                       # 93,405,585,408
         2 * 32 * 8 * 128 * 2 * 8192 * 1,          # 1,073,741,824
         "h100-sxm", 2,
         93_405_585_408 // 2 + 1_073_741_824 // 2 + H100_OVERHEAD,  # 57,977,081,856
-        "3.35", 12_900_000_000 * 2 // 2,
+        "3.35", 12_879_925_248 * 2 // 2,
     ),
     (
         "mixtral-8x7b", 8192, 16,
@@ -99,7 +99,7 @@ CASES = [
         2 * 32 * 8 * 128 * 2 * 8192 * 16,         # 17,179,869,184
         "h100-sxm", 2,
         93_405_585_408 // 2 + 17_179_869_184 // 2 + H100_OVERHEAD,  # 66,030,145,536
-        "3.35", 12_900_000_000,
+        "3.35", 12_879_925_248,
     ),
     (
         "mixtral-8x7b", 32768, 1,
@@ -107,7 +107,7 @@ CASES = [
         2 * 32 * 8 * 128 * 2 * 32768 * 1,         # 4,294,967,296
         "h100-sxm", 2,
         93_405_585_408 // 2 + 4_294_967_296 // 2 + H100_OVERHEAD,  # 59,587,694,592
-        "3.35", 12_900_000_000,
+        "3.35", 12_879_925_248,
     ),
     (
         # 2 GPUs would need 46.70e9 + 34.36e9 + 10.74e9 = 91.8e9 > 85.9e9 bytes: 4 GPUs.
@@ -116,7 +116,7 @@ CASES = [
         2 * 32 * 8 * 128 * 2 * 32768 * 16,        # 68,719,476,736
         "h100-sxm", 4,
         93_405_585_408 // 4 + 68_719_476_736 // 4 + H100_OVERHEAD,  # 51,268,683,776
-        "3.35", 25_800_000_000 // 4,
+        "3.35", 12_879_925_248 * 2 // 4,
     ),
     # DeepSeek-V3, fp8 weights (1 byte), bf16 MLA cache: 61 x 576 x 2 = 70,272 bytes per token,
     # held whole by every GPU of the group. 671e9 / 8 + 10 GiB > 80 GiB: no H100 node holds it.
