@@ -119,6 +119,9 @@ class TransactionKind(models.TextChoices):
     INVOICE_VOIDED = "invoice_voided", "Invoice voided (reversal)"
     CREDIT_NOTE_ISSUED = "credit_note_issued", "Credit note issued"
     REFUND_ISSUED = "refund_issued", "Refund paid out"
+    TOP_UP_RECEIVED = "top_up_received", "Top-up received"
+    GRANT_ISSUED = "grant_issued", "Promotional credit granted"
+    GRANT_EXPIRED = "grant_expired", "Grant expired (unused rest taken back)"
 
 
 class Refund(models.Model):
@@ -165,6 +168,13 @@ class LedgerTransaction(models.Model):
     )
     refund = models.ForeignKey(
         Refund, null=True, blank=True, on_delete=models.PROTECT, related_name="ledger_postings"
+    )
+    credit_grant = models.ForeignKey(
+        "billing.CreditGrant",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="ledger_postings",
     )
     reverses = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by"

@@ -11,8 +11,10 @@ The reconciliation restates docs/ledger.md's postings a second time, from the do
 - each account's balance is what the documents say it is: receivable = issued totals -
   credit-note totals - paid totals + refunds; outside prepayment = the draws; provider pending /
   available = the provider's share less credits of unpaid / paid invoices; provider tax =
-  invoice tax - credit-note tax; cash = paid totals - refunds. Void invoices add nothing (issue
-  and reversal cancel); any other account kind has no document yet, so 0.
+  invoice tax - credit-note tax; cash = paid totals - refunds + top-ups; each grant's
+  sub-ledger = granted - drawn by issued invoices - taken back at expiry; promotions =
+  promotional credit granted - taken back. Void invoices add nothing (issue and reversal
+  cancel); any other account kind has no document yet, so 0.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from django.db.models import Q, Sum
 from billing.models import (
     ISSUED_STATUSES,
     AccountKind,
+    CreditGrant,
     CreditNote,
+    GrantKind,
     Invoice,
     InvoiceLine,
     InvoiceStatus,
@@ -35,9 +39,11 @@ from billing.models import (
     LedgerTransaction,
     LineKind,
     Refund,
+    grant_subledger,
 )
 
 PREPAID_LINE_KINDS = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
+SETTLEMENT_LINE_KINDS = (*PREPAID_LINE_KINDS, LineKind.BALANCE_DRAW)
 ZERO = Decimal(0)
 
 # (organization id or None for the marketplace, currency, kind, subledger)
@@ -69,6 +75,10 @@ def _expected_keys() -> dict[str, str]:
         keys[f"credit_note:{pk}:issued"] = f"credit note {number}"
     for pk in Refund.objects.values_list("pk", flat=True):
         keys[f"refund:{pk}:issued"] = f"refund {pk}"
+    for pk, expired_at in CreditGrant.objects.values_list("pk", "expired_at"):
+        keys[f"grant:{pk}:issued"] = f"grant {pk}"
+        if expired_at is not None:
+            keys[f"grant:{pk}:expired"] = f"the expiry of grant {pk}"
     return keys
 
 
@@ -127,7 +137,7 @@ def expected_balances() -> dict[AccountKey, Decimal]:
     expected: dict[AccountKey, Decimal] = defaultdict(Decimal)
     lines = InvoiceLine.objects.order_by().values("invoice_id")
     share = dict(
-        lines.exclude(kind__in=PREPAID_LINE_KINDS)
+        lines.exclude(kind__in=SETTLEMENT_LINE_KINDS)
         .annotate(total=Sum("amount"))
         .values_list("invoice_id", "total")
     )
@@ -168,7 +178,28 @@ def expected_balances() -> dict[AccountKey, Decimal]:
     for customer, currency, refunded in refunds:
         expected[(customer, currency, AccountKind.CUSTOMER_RECEIVABLE, "")] += refunded
         expected[(None, currency, AccountKind.CASH, "")] -= refunded
+    _expected_grant_balances(expected)
     return expected
+
+
+def _expected_grant_balances(expected: dict[AccountKey, Decimal]) -> None:
+    """Each grant's sub-ledger: granted - drawn by issued invoices - taken back at expiry; its
+    source: cash for paid money (top-ups), promotions for promotional credit."""
+    drawn: dict[int, Decimal] = defaultdict(Decimal)
+    draws = InvoiceLine.objects.filter(
+        kind=LineKind.BALANCE_DRAW, invoice__status__in=ISSUED_STATUSES
+    ).values_list("inputs", "amount")
+    for inputs, amount in draws:
+        drawn[int(inputs["grant_id"])] -= amount
+    grants = CreditGrant.objects.values_list(
+        "pk", "customer_id", "currency", "kind", "amount", "expired_amount"
+    )
+    for pk, customer, currency, kind, amount, expired in grants:
+        expected[(customer, currency, AccountKind.CUSTOMER_BALANCE, grant_subledger(pk))] -= (
+            amount - drawn.get(pk, ZERO) - expired
+        )
+        source = AccountKind.CASH if kind == GrantKind.PAID else AccountKind.PROMOTIONS
+        expected[(None, currency, source, "")] += amount - expired
 
 
 def actual_balances() -> dict[AccountKey, Decimal]:
