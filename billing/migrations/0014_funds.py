@@ -3,7 +3,6 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-
 # A grant is the document behind a sub-ledger's money: once written, only its expiry may be
 # recorded (once, from empty), and it is never deleted. A top-up's amount, customer and method
 # never change, and a settled one stays settled.
