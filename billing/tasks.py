@@ -13,6 +13,8 @@ from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
 from billing.services.delivery import invoice_deliver
+from billing.services.funds_policy import funds_policies_evaluate
+from billing.services.grants import credit_grants_expire
 from billing.services.ledger_runs import ledger_reconciliation_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
@@ -72,3 +74,15 @@ def abandon_stale_runs() -> list[int]:
 def reconcile_ledger() -> int:
     """Nightly: the ledger against the documents; returns the `ledger` run's id."""
     return ledger_reconciliation_run().pk
+
+
+@shared_task(name="billing.expire_grants", acks_late=True)
+def expire_grants() -> int:
+    """Beat (hourly): take back the unused rest of grants whose expiry passed."""
+    return credit_grants_expire()
+
+
+@shared_task(name="billing.evaluate_funds", acks_late=True)
+def evaluate_funds() -> int:
+    """Beat (hourly): project each funds policy's balance and act; returns how many triggered."""
+    return funds_policies_evaluate()

@@ -59,11 +59,40 @@ DROP FUNCTION IF EXISTS billing_credit_grant_guard();
 """
 
 
+SCHEDULES = {
+    "Grant expiry: take back the unused rest of expired grants": ("billing.expire_grants", "10"),
+    "Funds policies: project balances, warn, stop or pause": ("billing.evaluate_funds", "20"),
+}
+
+
+def create_schedules(apps, schema_editor):
+    CrontabSchedule = apps.get_model("django_celery_beat", "CrontabSchedule")
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    for name, (task, minute) in SCHEDULES.items():
+        hourly, _ = CrontabSchedule.objects.get_or_create(
+            minute=minute,
+            hour="*",
+            day_of_week="*",
+            day_of_month="*",
+            month_of_year="*",
+            timezone="UTC",
+        )
+        PeriodicTask.objects.get_or_create(
+            name=name, defaults={"task": task, "crontab": hourly, "queue": "billing"}
+        )
+
+
+def remove_schedules(apps, schema_editor):
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    PeriodicTask.objects.filter(name__in=list(SCHEDULES)).delete()
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0002_apikey_created_by_key'),
         ('billing', '0013_billing_run_outcome'),
+        ('django_celery_beat', '0019_alter_periodictasks_options'),
         ('contracts', '0007_end_reason_paused'),
     ]
 
@@ -293,4 +322,5 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(condition=models.Q(('stripe_payment_intent_id', ''), _negated=True), fields=('stripe_payment_intent_id',), name='top_up_payment_intent_once'),
         ),
         migrations.RunSQL(GRANT_GUARD, GRANT_GUARD_REVERSE),
+        migrations.RunPython(create_schedules, remove_schedules),
     ]
