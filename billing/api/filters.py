@@ -147,3 +147,14 @@ class FundsPolicyFilter(django_filters.FilterSet):
     class Meta:
         model = FundsPolicy
         fields = ["contract", "action"]
+
+
+class BurnDownFilter(django_filters.FilterSet):
+    """Operators: one customer's burn-down; anyone: one currency's."""
+
+    customer = django_filters.NumberFilter(field_name="customer_id")
+    currency = django_filters.CharFilter(lookup_expr="iexact")
+
+    class Meta:
+        model = CreditGrant
+        fields = ["customer", "currency"]

@@ -14,7 +14,7 @@ from django.db.models import CharField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Cast, Concat
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -24,7 +24,12 @@ from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
 from accounts.models import Organization
 from accounts.permissions import HasOrganizationScope, IsOperator
-from billing.api.filters import CreditGrantFilter, FundsPolicyFilter, TopUpFilter
+from billing.api.filters import (
+    BurnDownFilter,
+    CreditGrantFilter,
+    FundsPolicyFilter,
+    TopUpFilter,
+)
 from billing.api.serializers_funds import (
     BurnDownSerializer,
     CreditGrantCreateSerializer,
@@ -175,36 +180,21 @@ class TopUpViewSet(
         return Response(TopUpSerializer(top_up).data, status=status.HTTP_201_CREATED)
 
 
-class BurnDownViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
-    """When the caller's prepaid balance runs out at the current run rate, per currency."""
+class BurnDownViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[CreditGrant]):
+    """When the caller's prepaid balance runs out at the current run rate, per currency (for
+    each customer and currency with a grant the caller may see)."""
 
+    queryset = CreditGrant.objects.all()
     serializer_class = BurnDownSerializer
+    tenant_fields = ("customer",)
+    filterset_class = BurnDownFilter
     pagination_class = None
-    query_params = ("customer",)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("customer", int, description="Operators: one customer's only.")
-        ],
-        responses={200: BurnDownSerializer(many=True)},
-    )
+    @extend_schema(responses={200: BurnDownSerializer(many=True)})
     def list(self, request: Request) -> Response:
-        caller = self.caller
-        raw = request.query_params.get("customer")
-        if caller.is_operator:
-            customer_ids = None if raw is None else [_customer_id(raw)]
-        else:
-            customer_ids = [caller.organization_id or 0]
-        rows = burn_downs(customer_ids=customer_ids, now=timezone.now())
+        grants = self.filter_queryset(self.get_queryset())
+        rows = burn_downs(grants=grants, now=timezone.now())
         return Response(BurnDownSerializer(rows, many=True).data)
-
-
-def _customer_id(raw: str) -> int:
-    if not raw.isdigit():
-        raise ValidationFailed(
-            "customer is an organization id.", code="invalid_query", detail={"field": "customer"}
-        )
-    return int(raw)
 
 
 class FundsPolicyViewSet(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import QuerySet, Sum
 
 from billing.models import AccountKind, CreditGrant, Invoice, InvoiceStatus, LedgerAccount
 from billing.models.usage import UsageRollup
@@ -133,13 +133,12 @@ def burn_down(*, customer_id: int, currency: str, now: datetime) -> BurnDown:
     )
 
 
-def burn_downs(*, customer_ids: list[int] | None, now: datetime) -> list[BurnDown]:
-    """The burn-down of each (customer, currency) that has a prepaid balance or a grant."""
-    grants = CreditGrant.objects.all()
-    if customer_ids is not None:
-        grants = grants.filter(Q(customer_id__in=customer_ids))
+def burn_downs(*, grants: QuerySet[CreditGrant], now: datetime) -> list[BurnDown]:
+    """The burn-down of each (customer, currency) that has one of these grants."""
     pairs: dict[int, set[str]] = defaultdict(set)
-    for customer_id, currency in grants.values_list("customer_id", "currency").distinct():
+    for customer_id, currency in (
+        grants.order_by().values_list("customer_id", "currency").distinct()
+    ):
         pairs[customer_id].add(currency)
     return [
         burn_down(customer_id=customer_id, currency=currency, now=now)

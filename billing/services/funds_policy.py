@@ -12,7 +12,9 @@ ever deleted for lack of funds.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import F
@@ -66,6 +68,26 @@ def funds_policy_set(
         policy.triggered_at = None
     policy.save()
     return policy
+
+
+def _held_projection(policy: FundsPolicy, projection: BurnDown) -> BurnDown:
+    """While a policy is triggered, the balance is projected at no less than the rate that
+    triggered it: pausing or stopping leases lowers the run rate, and must not by itself lift
+    the policy (new leases would start only to be paused again). A top-up does lift it."""
+    if policy.triggered_at is None:
+        return projection
+    fired = policy.alerts.order_by("-evaluated_at", "-pk").values_list("daily_burn", flat=True)
+    rate = max(projection.daily_burn, fired.first() or Decimal(0))
+    if rate <= projection.daily_burn:
+        return projection
+    available = max(projection.balance - projection.unbilled, Decimal(0))
+    days = available / rate
+    return replace(
+        projection,
+        daily_burn=rate,
+        days_left=days.quantize(Decimal("0.01")),
+        runs_out_at=projection.as_of + timedelta(days=float(days)),
+    )
 
 
 def _reason(policy: FundsPolicy, projection: BurnDown) -> str:
@@ -124,7 +146,10 @@ def funds_policy_evaluate(*, policy_id: int, now: datetime) -> bool:
             FundsPolicy.objects.select_for_update().select_related("contract").get(pk=policy_id)
         )
         contract = policy.contract
-        projection = burn_down(customer_id=contract.lessee_id, currency=contract.currency, now=now)
+        projection = _held_projection(
+            policy,
+            burn_down(customer_id=contract.lessee_id, currency=contract.currency, now=now),
+        )
         low = (
             policy.action != FundsAction.NOTHING
             and projection.days_left is not None
@@ -174,8 +199,11 @@ def funds_admission_check(admission: Admission) -> None:
     if policy is None:
         return
     # A top-up since the last evaluation counts at once: project again before refusing.
-    projection = burn_down(
-        customer_id=admission.customer.pk, currency=policy.contract.currency, now=admission.now
+    projection = _held_projection(
+        policy,
+        burn_down(
+            customer_id=admission.customer.pk, currency=policy.contract.currency, now=admission.now
+        ),
     )
     if projection.days_left is None or projection.days_left > policy.threshold_days:
         return
