@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
+from accounts.models import Organization
 from billing.models import (
     AccountKind,
     CreditGrant,
@@ -150,11 +151,11 @@ class FundsPolicyFilter(django_filters.FilterSet):
 
 
 class BurnDownFilter(django_filters.FilterSet):
-    """Operators: one customer's burn-down; anyone: one currency's."""
+    """Operators: one customer's burn-down (by id or slug)."""
 
-    customer = django_filters.NumberFilter(field_name="customer_id")
-    currency = django_filters.CharFilter(lookup_expr="iexact")
+    customer = django_filters.NumberFilter(field_name="pk")
+    slug = django_filters.CharFilter(lookup_expr="iexact")
 
     class Meta:
-        model = CreditGrant
-        fields = ["customer", "currency"]
+        model = Organization
+        fields = ["slug"]

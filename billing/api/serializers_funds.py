@@ -8,9 +8,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.models import Organization
 from billing.models import CreditGrant, FundsAction, FundsPolicy, GrantScope, TopUp
+from billing.selectors.funds import burn_down
 from core.api.fields import CurrencyField, MinorUnitMixin
 from core.money import round_money
 
@@ -113,6 +117,28 @@ class BurnDownSerializer(serializers.Serializer[Any]):
     runs_out_at = serializers.DateTimeField(allow_null=True)
     as_of = serializers.DateTimeField()
     explanation = serializers.CharField()
+
+
+class CustomerBurnDownSerializer(serializers.ModelSerializer[Organization]):
+    """A customer and, per currency of its grants, when its prepaid balance runs out."""
+
+    currencies = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Organization
+        fields = ["id", "slug", "currencies"]
+        read_only_fields = fields
+
+    @extend_schema_field(BurnDownSerializer(many=True))
+    def get_currencies(self, customer: Organization) -> list[dict[str, Any]]:
+        now = self.context.get("now") or timezone.now()
+        currencies = sorted(
+            set(CreditGrant.objects.filter(customer=customer).values_list("currency", flat=True))
+        )
+        return [
+            dict(BurnDownSerializer(burn_down(customer_id=customer.pk, currency=c, now=now)).data)
+            for c in currencies
+        ]
 
 
 class FundsPolicySerializer(serializers.ModelSerializer[FundsPolicy]):

@@ -31,16 +31,15 @@ from billing.api.filters import (
     TopUpFilter,
 )
 from billing.api.serializers_funds import (
-    BurnDownSerializer,
     CreditGrantCreateSerializer,
     CreditGrantSerializer,
+    CustomerBurnDownSerializer,
     FundsPolicySerializer,
     FundsPolicySetSerializer,
     TopUpCreateSerializer,
     TopUpSerializer,
 )
 from billing.models import AccountKind, CreditGrant, FundsPolicy, GrantKind, LedgerAccount, TopUp
-from billing.selectors.funds import burn_downs
 from billing.services.funds_policy import funds_policy_set
 from billing.services.grants import credit_grant_create
 from billing.services.top_ups import top_up_record, top_up_start
@@ -180,21 +179,27 @@ class TopUpViewSet(
         return Response(TopUpSerializer(top_up).data, status=status.HTTP_201_CREATED)
 
 
-class BurnDownViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[CreditGrant]):
-    """When the caller's prepaid balance runs out at the current run rate, per currency (for
-    each customer and currency with a grant the caller may see)."""
+class BurnDownViewSet(
+    OrganizationScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[Organization],
+):
+    """Per customer with a prepaid balance: when it runs out at the current run rate, one row
+    per currency (the caller's own; operators: every customer's)."""
 
-    queryset = CreditGrant.objects.all()
-    serializer_class = BurnDownSerializer
-    tenant_fields = ("customer",)
+    queryset = Organization.objects.filter(
+        pk__in=CreditGrant.objects.values("customer_id")
+    ).order_by("pk")
+    serializer_class = CustomerBurnDownSerializer
+    lookup_value_regex = r"\d+"
+    tenant_fields = ("pk",)
     filterset_class = BurnDownFilter
-    pagination_class = None
+    ordering_fields = ["id"]
+    ordering = ["id"]
 
-    @extend_schema(responses={200: BurnDownSerializer(many=True)})
-    def list(self, request: Request) -> Response:
-        grants = self.filter_queryset(self.get_queryset())
-        rows = burn_downs(grants=grants, now=timezone.now())
-        return Response(BurnDownSerializer(rows, many=True).data)
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "now": timezone.now()}
 
 
 class FundsPolicyViewSet(

@@ -22,8 +22,12 @@ The months are whole UTC calendar months counted back from now, so the demo work
 `make run` starts. Finalized invoices are handed to the worker for delivery (PDF and e-mail)
 once the seed commits. Seeding again changes nothing.
 
-Modules: `timing` (the months, the job delays, names and figures), `quarter` (the steps); this
-module seeds and reports.
+A prepaid balance comes on top (`funds`): promotional card-hour credit drawn down by the second
+month's bill, a bank-transfer top-up at seeding time, and a funds policy whose burn-down says when
+the balance runs out.
+
+Modules: `timing` (the months, the job delays, names and figures), `quarter` (the steps),
+`funds` (the prepaid balance); this module seeds and reports.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.demo.funds import fund
 from billing.demo.quarter import Quarter
 from billing.demo.timing import CUSTOMER, OFFER_NAME, PROVIDER, simulated_months
 from billing.models import Invoice, InvoiceLine, InvoiceStatus, LineKind
@@ -97,6 +102,8 @@ def seed(out: TextIO) -> None:
     )
     quarter.run()
     _summary(quarter, out)
+    assert quarter.block is not None  # booked in the quarter's first step
+    fund(quarter.customer, quarter.block.contract, out)
     _deliver_later(
         list(
             Invoice.objects.filter(

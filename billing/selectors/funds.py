@@ -11,14 +11,13 @@ projection is of the whole balance, and says so.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Sum
 
-from billing.models import AccountKind, CreditGrant, Invoice, InvoiceStatus, LedgerAccount
+from billing.models import AccountKind, Invoice, InvoiceStatus, LedgerAccount
 from billing.models.usage import UsageRollup
 from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.models import Contract
@@ -131,17 +130,3 @@ def burn_down(*, customer_id: int, currency: str, now: datetime) -> BurnDown:
         as_of=now,
         explanation=sentence,
     )
-
-
-def burn_downs(*, grants: QuerySet[CreditGrant], now: datetime) -> list[BurnDown]:
-    """The burn-down of each (customer, currency) that has one of these grants."""
-    pairs: dict[int, set[str]] = defaultdict(set)
-    for customer_id, currency in (
-        grants.order_by().values_list("customer_id", "currency").distinct()
-    ):
-        pairs[customer_id].add(currency)
-    return [
-        burn_down(customer_id=customer_id, currency=currency, now=now)
-        for customer_id in sorted(pairs)
-        for currency in sorted(pairs[customer_id])
-    ]

@@ -68,11 +68,12 @@ def test_the_burn_down_says_when_the_balance_runs_out_at_the_running_rate(
     running, customer, other_customer, client_for
 ):
     with time_machine.travel(T0 + timedelta(hours=1), tick=False):
-        rows = client_for(customer, "read").get("/api/v1/burn-down/").json()
-        others = client_for(other_customer).get("/api/v1/burn-down/").json()
+        rows = client_for(customer, "read").get("/api/v1/burn-down/").json()["results"]
+        others = client_for(other_customer).get("/api/v1/burn-down/").json()["results"]
+        theirs = client_for(other_customer).get(f"/api/v1/burn-down/{customer.pk}/")
 
-    assert len(rows) == 1
-    row = rows[0]
+    assert [(r["id"], len(r["currencies"])) for r in rows] == [(customer.pk, 1)]
+    row = rows[0]["currencies"][0]
     assert (row["currency"], Decimal(row["balance"]), Decimal(row["daily_burn"])) == (
         "USD",
         Decimal("200.00"),
@@ -84,6 +85,7 @@ def test_the_burn_down_says_when_the_balance_runs_out_at_the_running_rate(
     assert abs(runs_out - expected) < timedelta(seconds=1)
     assert "runs out in 1.74 days" in row["explanation"]
     assert others == []
+    assert theirs.status_code == 404
 
 
 def test_a_pause_policy_warns_once_a_day_pauses_interruptible_leases_and_stops_new_ones(
