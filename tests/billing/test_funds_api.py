@@ -8,8 +8,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from billing.models import CreditGrant, LedgerTransaction, TopUp, TopUpStatus
+from billing.services.top_ups import top_up_record
 from tests.billing.conftest import LocalStripe
 from tests.billing.invoice_factories import leased_contract
 
@@ -17,6 +20,7 @@ pytestmark = pytest.mark.django_db
 
 GRANTS = "/api/v1/credit-grants/"
 TOP_UPS = "/api/v1/top-ups/"
+POLICIES = "/api/v1/funds-policies/"
 
 
 @pytest.fixture
@@ -192,3 +196,29 @@ def test_a_customer_cannot_record_a_payment_for_itself(contract, customer, clien
     )
     assert (response.status_code, response.json()["code"]) == (403, "operator_only")
     assert not TopUp.objects.exists()
+
+
+def test_the_grant_and_top_up_lists_do_not_grow_in_queries_with_their_rows(
+    contract, customer, client_for
+):
+    client = client_for(customer)
+
+    def record(amount: str) -> None:
+        top_up_record(
+            customer=customer, currency="USD", amount=Decimal(amount), reference="r", actor="o"
+        )
+
+    record("10.00")
+    for path in (GRANTS, TOP_UPS):
+        client.get(path)  # warm the key's caches
+    counts = {}
+    for path in (GRANTS, TOP_UPS):
+        with CaptureQueriesContext(connection) as one:
+            client.get(path)
+        counts[path] = len(one)
+    for amount in ("20.00", "30.00", "40.00"):
+        record(amount)
+    for path in (GRANTS, TOP_UPS):
+        with CaptureQueriesContext(connection) as many:
+            assert len(client.get(path).json()["results"]) == 4
+        assert len(many) == counts[path], path
