@@ -20,6 +20,7 @@ from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.runs import billing_runs_abandon_stale
 from billing.services.stripe import StripeUnavailable
+from billing.services.top_ups import top_ups_resume
 
 
 @shared_task(name="billing.rollup_usage")
@@ -86,3 +87,9 @@ def expire_grants() -> int:
 def evaluate_funds() -> int:
     """Beat (hourly): project each funds policy's balance and act; returns how many triggered."""
     return funds_policies_evaluate()
+
+
+@shared_task(name="billing.resume_top_ups", acks_late=True)
+def resume_top_ups() -> int:
+    """Beat (hourly): charge again the card top-ups left pending; returns how many settled."""
+    return top_ups_resume()

@@ -340,6 +340,9 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
     refund = serializers.IntegerField(
         source="transaction.refund_id", read_only=True, allow_null=True
     )
+    credit_grant = serializers.IntegerField(
+        source="transaction.credit_grant_id", read_only=True, allow_null=True
+    )
     reverses = serializers.IntegerField(
         source="transaction.reverses_id", read_only=True, allow_null=True
     )
@@ -361,6 +364,7 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
             "invoice_line",
             "credit_note",
             "refund",
+            "credit_grant",
             "reverses",
             "explanation",
         ]

@@ -62,6 +62,7 @@ DROP FUNCTION IF EXISTS billing_credit_grant_guard();
 SCHEDULES = {
     "Grant expiry: take back the unused rest of expired grants": ("billing.expire_grants", "10"),
     "Funds policies: project balances, warn, stop or pause": ("billing.evaluate_funds", "20"),
+    "Top-ups: charge again card top-ups left pending": ("billing.resume_top_ups", "40"),
 }
 
 

@@ -5,14 +5,15 @@ PaymentIntent is created and confirmed with an idempotency key derived from the 
 after a lost answer charges once; when Stripe says `succeeded`, the top-up settles — a `paid`
 grant and its posting (Dr cash, Cr the grant's sub-ledger) in one transaction. A declined card
 fails the top-up (kept, with Stripe's message); Stripe out of reach leaves it pending, and the
-same call on it resumes. Or an operator records money that arrived another way (a bank
+same call on it resumes (the hourly `billing.resume_top_ups` job does, within Stripe's 24 hours of
+idempotency). Or an operator records money that arrived another way (a bank
 transfer), naming its reference: who vouches is the operator.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import stripe
@@ -26,6 +27,13 @@ from billing.services.stripe import _domain_error, _minor, stripe_client, stripe
 from core.errors import ApplicationError, Conflict, ValidationFailed
 
 logger = logging.getLogger(__name__)
+
+
+# A card top-up pending longer than this is charged again by the beat job; Stripe keeps an
+# idempotency key for 24 hours, so past that a retry could charge twice: those are left to an
+# operator (the admin lists them, pending).
+RESUME_AFTER = timedelta(minutes=5)
+STRIPE_KEY_LIFETIME = timedelta(hours=23)
 
 
 class TopUpDeclined(ApplicationError):
@@ -175,6 +183,32 @@ def top_up_charge(*, top_up: TopUp) -> TopUp:
             _fail(top_up, message=f"Stripe left the payment {intent.status}")
     logger.info("top-up %s: %s", top_up.pk, top_up.status)
     return top_up
+
+
+def top_ups_resume(*, older_than: timedelta = RESUME_AFTER, now: datetime | None = None) -> int:
+    """Charge again every card top-up left pending (Stripe away, or its answer lost) for longer
+    than `older_than`: the same idempotency key returns the PaymentIntent Stripe already made,
+    so a charge that went through settles once and one that did not is made now. Returns how
+    many left `pending`."""
+    now = now or timezone.now()
+    pending = TopUp.objects.filter(
+        method=TopUpMethod.STRIPE,
+        status=TopUpStatus.PENDING,
+        requested_at__lte=now - older_than,
+        requested_at__gt=now - STRIPE_KEY_LIFETIME,
+    ).select_related("customer")
+    settled = 0
+    for top_up in pending.order_by("pk"):
+        try:
+            top_up = top_up_charge(top_up=top_up)
+        except TopUpDeclined:
+            settled += 1  # failed, for good
+            continue
+        except ApplicationError as error:
+            logger.warning("top-up %s still pending: %s", top_up.pk, error.code)
+            continue
+        settled += top_up.status != TopUpStatus.PENDING
+    return settled
 
 
 def _fail(top_up: TopUp, *, message: str) -> None:

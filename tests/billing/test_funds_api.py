@@ -4,15 +4,18 @@ server — or an operator's recorded payment), /api/v1/burn-down/ and /api/v1/fu
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
+import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import CreditGrant, LedgerTransaction, TopUp, TopUpStatus
 from billing.services.top_ups import top_up_record
+from billing.tasks import resume_top_ups
 from tests.billing.conftest import LocalStripe
 from tests.billing.invoice_factories import leased_contract
 
@@ -222,3 +225,29 @@ def test_the_grant_and_top_up_lists_do_not_grow_in_queries_with_their_rows(
         with CaptureQueriesContext(connection) as many:
             assert len(client.get(path).json()["results"]) == 4
         assert len(many) == counts[path], path
+
+
+def test_a_card_top_up_whose_answer_was_lost_settles_once_when_the_job_charges_again(
+    contract, customer, client_for, local_stripe
+):
+    local_stripe.fault("/v1/payment_intents", mode="after")  # Stripe charges, the answer is lost
+    body = {"currency": "USD", "amount": "750.00", "payment_method": card(local_stripe)}
+
+    lost = client_for(customer).post(TOP_UPS, body, format="json")
+
+    assert (lost.status_code, lost.json()["code"]) == (503, "stripe_unavailable")
+    top_up = TopUp.objects.get()
+    assert top_up.status == TopUpStatus.PENDING and top_up.grant is None
+    assert not LedgerTransaction.objects.exists()
+    assert resume_top_ups.apply().get() == 0  # too recent: the customer's own retry may come
+    with time_machine.travel(top_up.requested_at + timedelta(minutes=10)):
+        assert resume_top_ups.apply().get() == 1
+        assert resume_top_ups.apply().get() == 0
+
+    top_up.refresh_from_db()
+    assert top_up.status == TopUpStatus.SUCCEEDED
+    intents = local_stripe.get("/v1/payment_intents")["data"]
+    assert [(i["id"], i["status"]) for i in intents] == [
+        (top_up.stripe_payment_intent_id, "succeeded")
+    ]
+    assert LedgerTransaction.objects.filter(credit_grant=top_up.grant).count() == 1
