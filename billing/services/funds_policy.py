@@ -143,7 +143,9 @@ def funds_policy_evaluate(*, policy_id: int, now: datetime) -> bool:
     """Project one policy's balance, record it and act; whether it is triggered."""
     with transaction.atomic():
         policy = (
-            FundsPolicy.objects.select_for_update().select_related("contract").get(pk=policy_id)
+            FundsPolicy.objects.select_for_update(of=("self",))
+            .select_related("contract")
+            .get(pk=policy_id)
         )
         contract = policy.contract
         projection = _held_projection(
