@@ -23,8 +23,10 @@ from billing.models import (
 from billing.selectors.ledger import ledger_mismatches
 from billing.services.documents import invoice_void
 from billing.services.grants import credit_grant_create, credit_grants_expire
+from billing.services.ingest import usage_batch_ingest
 from billing.services.top_ups import top_up_record
 from core.errors import SemanticError, ValidationFailed
+from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import JANUARY, leased_contract, make_issued_invoice
 from tests.billing.test_ledger_postings import balance, check_deferred
 
@@ -215,3 +217,36 @@ def test_the_database_keeps_a_grant_fixed_and_its_balance_never_negative(provide
             vouched_by="x",
             actor="x",
         )
+
+
+def test_a_token_invoice_draws_token_and_anything_grants_but_not_card_hour_ones(provider, customer):
+    contract = token_contract(provider, customer)
+    usage = [
+        event(
+            f"t-{i}",
+            contract,
+            JANUARY + timedelta(days=3, minutes=i),
+            input_tokens=1_000_000,
+            output_tokens=1_000_000,
+        )
+        for i in range(100)
+    ]  # 100 x (0.50 + 1.50) = 200.00 USD
+    outcome = usage_batch_ingest(
+        provider=provider, raw_events=usage, now=JANUARY + timedelta(days=4)
+    )
+    assert outcome.accepted == 100
+    card_hours = grant(customer, "1000.00", priority=0, applies_to=GrantScope.CARD_HOURS)
+    tokens = grant(customer, "50.00", priority=1, applies_to=GrantScope.TOKENS)
+    anything = grant(customer, "30.00", priority=200)
+
+    invoice = make_issued_invoice(provider, customer, contract=contract)
+
+    draws = {
+        line.inputs["grant_id"]: line.amount
+        for line in invoice.lines.filter(kind=LineKind.BALANCE_DRAW)
+    }
+    assert draws == {tokens.pk: Decimal("-50.00"), anything.pk: Decimal("-30.00")}
+    assert invoice.total == Decimal("120.00")
+    assert grant_balance(card_hours) == Decimal("1000.00")
+    check_deferred()
+    assert ledger_mismatches() == []
