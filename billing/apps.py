@@ -23,3 +23,10 @@ class BillingConfig(AppConfig):
         )
 
         admission_check_register("billing.budgets", budget_admission_check)
+        # Billing sits above leasing: its funds policies refuse new leases and holds through
+        # leasing's admission checks (docs/ledger.md, "Burn-down and funds policies").
+        from billing.services.funds_policy import (  # noqa: PLC0415 (models load after apps)
+            funds_admission_check,
+        )
+
+        admission_check_register("billing.funds_policy", funds_admission_check)

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from billing.api.budgets.views import BudgetViewSet, UsageAlertRuleViewSet, UsageAlertViewSet
+from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
     BalanceViewSet,
     CreditNoteViewSet,
@@ -11,6 +12,12 @@ from billing.api.views import (
     StripeWebhookView,
     UsageEventViewSet,
     UsageRollupViewSet,
+)
+from billing.api.views_funds import (
+    BurnDownViewSet,
+    CreditGrantViewSet,
+    FundsPolicyViewSet,
+    TopUpViewSet,
 )
 from core.api.routers import Router
 
@@ -24,6 +31,11 @@ router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("usage-alert-rules", UsageAlertRuleViewSet, basename="usage-alert-rule")
 router.register("usage-alerts", UsageAlertViewSet, basename="usage-alert")
+router.register("payout-statements", ProviderStatementViewSet, basename="payout-statement")
+router.register("credit-grants", CreditGrantViewSet, basename="credit-grant")
+router.register("top-ups", TopUpViewSet, basename="top-up")
+router.register("burn-down", BurnDownViewSet, basename="burn-down")
+router.register("funds-policies", FundsPolicyViewSet, basename="funds-policy")
 
 urlpatterns = [
     *router.urls,

@@ -31,7 +31,7 @@ def remove_schedule(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0002_apikey_created_by_key"),
-        ("billing", "0013_billing_run_outcome"),
+        ("billing", "0015_funds"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
         ("contracts", "0007_end_reason_paused"),
     ]

@@ -33,6 +33,7 @@ ALL_TYPES = [
     "capacity_signal.raised",
     "budget.threshold_crossed",
     "usage.alert",
+    "balance.low",
 ]
 
 

@@ -13,9 +13,11 @@ from celery import current_app
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing.models import InvoiceStatus
+from billing.models import GrantKind, InvoiceStatus
 from billing.services.budgets import budget_create
 from billing.services.documents import credit_note_issue, invoice_mark_paid
+from billing.services.funds_policy import funds_policies_evaluate, funds_policy_set
+from billing.services.grants import credit_grant_create
 from billing.services.usage_alerts import usage_alert_rule_create
 from billing.tasks import evaluate_budgets, evaluate_usage_alerts, ingest_rollup_refresh
 from contracts import engine
@@ -340,6 +342,35 @@ def test_a_usage_batch_crosses_budget_thresholds_and_fires_a_usage_alert(
         "400.000",
     )
     assert "TTFT p95 was over 400 ms" in alert["explanation"]
+
+
+def test_a_low_balance_warns_the_customer_once_a_day_with_the_days_left(
+    receiver: Receiver, client_for: ClientFor, provider: Organization, customer: Organization
+):
+    ours, theirs = listen(customer, receiver), listen(provider, receiver)
+    offer, _ = make_pool(provider)
+    lease = client_for(customer).post(
+        LEASES, window(offer, start=timezone.now(), hours=240), format="json"
+    )
+    assert lease.status_code == 201, lease.json()
+    contract = Lease.objects.get(pk=lease.json()["id"]).contract
+    credit_grant_create(
+        customer=customer,
+        currency="USD",
+        amount=Decimal("100.00"),
+        kind=GrantKind.PROMOTIONAL,
+        reason="trial",
+        vouched_by="operator ops",
+        actor="ops",
+    )
+    funds_policy_set(contract=contract, action="warn", threshold_days=7, actor="customer")
+    funds_policies_evaluate()
+    funds_policies_evaluate()  # the same day again: no second warning
+    pump()
+    [low] = of_type(heard(receiver, ours), "balance.low")
+    assert low["contract_id"] == contract.pk
+    assert Decimal(low["days_left"]) < 7 and low["action"] == "warn"
+    assert of_type(heard(receiver, theirs), "balance.low") == []  # the customer's money only
 
 
 def test_every_event_type_was_emitted_by_a_trigger_above():
