@@ -53,12 +53,66 @@ class AllocationPrice:
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """Successful tokens and request counts of one stretch of time."""
+    """Successful tokens and request counts of one stretch of time.
+
+    input_tokens and output_tokens are those of online requests (cached_input_tokens is the
+    part of input_tokens served from the prompt cache); the batch_ fields are batch requests'.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     requests_success: int = 0
     requests_total: int = 0
+    cached_input_tokens: int = 0
+    batch_input_tokens: int = 0
+    batch_output_tokens: int = 0
+    batch_cached_input_tokens: int = 0
+    batch_requests_success: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTiers:
+    """The subscription's frozen cached-input and batch prices (None: no such tier)."""
+
+    cached_input_rate: Decimal | None = None
+    batch_input_rate: Decimal | None = None
+    batch_output_rate: Decimal | None = None
+    batch_completion_hours: int | None = None
+
+
+# The token line kinds of one stretch of usage, in invoice order.
+TOKEN_KINDS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "batch_input_tokens",
+    "batch_output_tokens",
+)
+
+
+def token_quantities(usage: TokenUsage, tiers: TokenTiers) -> dict[str, int]:
+    """The tokens each token line kind bills, by the tiers the subscription has.
+
+    Cached input (of either mode) is billed at the cached-input price when there is one, and
+    otherwise stays in its mode's input. Batch tokens are billed at the batch tier when there is
+    one (ingest refuses batch events otherwise), else with the online tokens.
+    """
+    cached_priced = tiers.cached_input_rate is not None
+    online_cached = usage.cached_input_tokens if cached_priced else 0
+    batch_cached = usage.batch_cached_input_tokens if cached_priced else 0
+    batch_input = usage.batch_input_tokens - batch_cached
+    quantities = {
+        "input_tokens": usage.input_tokens - online_cached,
+        "cached_input_tokens": online_cached + batch_cached,
+        "output_tokens": usage.output_tokens,
+        "batch_input_tokens": batch_input,
+        "batch_output_tokens": usage.batch_output_tokens,
+    }
+    if tiers.batch_input_rate is None or tiers.batch_output_rate is None:
+        quantities["input_tokens"] += quantities.pop("batch_input_tokens")
+        quantities["output_tokens"] += quantities.pop("batch_output_tokens")
+        quantities["batch_input_tokens"] = quantities["batch_output_tokens"] = 0
+    return quantities
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +159,7 @@ class RatingInput:
     allocation_prices: tuple[AllocationPrice, ...] = ()
     leased_model: str = ""
     tokens: TokenUsage | None = None
+    token_tiers: TokenTiers = TokenTiers()
     late_tokens: tuple[LateTokens, ...] = ()
     service_level: ServiceLevel = ServiceLevel()
     recorded_charges: tuple[RecordedCharge, ...] = ()
@@ -311,6 +366,45 @@ def _token_line(
     )
 
 
+def _token_kind_terms(facts: RatingInput, kind: str) -> tuple[Decimal | None, str, str, str]:
+    """Rate, word, mode and the sentence that explains the price of one token line kind."""
+    terms = facts.terms
+    tiers = facts.token_tiers
+    currency = terms.currency
+    online_in = terms.rate_per_million_input_tokens
+    online_out = terms.rate_per_million_output_tokens
+    hours = tiers.batch_completion_hours
+
+    def instead(rate: Decimal | None) -> str:
+        return f"{rate.normalize():f} {currency}" if rate is not None else "the online rate"
+
+    if kind == "cached_input_tokens":
+        return (
+            tiers.cached_input_rate,
+            "cached input",
+            "online",
+            "; input served from the prompt cache is billed at the cached-input price instead of"
+            f" {instead(online_in)} per million",
+        )
+    if kind in {"batch_input_tokens", "batch_output_tokens"}:
+        output = kind == "batch_output_tokens"
+        return (
+            tiers.batch_output_rate if output else tiers.batch_input_rate,
+            "batch output" if output else "batch input",
+            "batch",
+            f"; batch tier: requests completed within {hours} h, billed at the batch price"
+            f" instead of the online {instead(online_out if output else online_in)} per million",
+        )
+    if kind == "output_tokens":
+        return online_out, "output", "online", ""
+    cached_apart = tiers.cached_input_rate is not None and (
+        (facts.tokens is not None and facts.tokens.cached_input_tokens > 0)
+        or any(late.usage.cached_input_tokens for late in facts.late_tokens)
+    )
+    note = " (not served from the prompt cache)" if cached_apart else ""
+    return online_in, "input", "online", note
+
+
 def _token_pair(
     facts: RatingInput,
     usage: TokenUsage,
@@ -320,24 +414,25 @@ def _token_pair(
     end: datetime,
     note: str = "",
 ) -> list[LineDraft | None]:
-    """The input-token and output-token lines of one stretch of usage."""
-    terms = facts.terms
-    return [
-        _token_line(
+    """The token lines of one stretch of usage: online input, cached input, online output,
+    batch input, batch output (a line only where tokens were billed)."""
+    lines: list[LineDraft | None] = []
+    for kind, tokens in token_quantities(usage, facts.token_tiers).items():
+        rate, what, mode, why = _token_kind_terms(facts, kind)
+        line = _token_line(
             facts,
-            kind=f"{prefix}{what}_tokens",
+            kind=f"{prefix}{kind}",
             tokens=tokens,
             rate=rate,
             what=what,
             start=start,
             end=end,
-            note=note,
+            note=note + why,
         )
-        for what, tokens, rate in (
-            ("input", usage.input_tokens, terms.rate_per_million_input_tokens),
-            ("output", usage.output_tokens, terms.rate_per_million_output_tokens),
-        )
-    ]
+        if line is not None:
+            line.inputs["mode"] = mode
+        lines.append(line)
+    return lines
 
 
 def _token_lines(facts: RatingInput) -> list[LineDraft]:

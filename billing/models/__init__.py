@@ -33,6 +33,7 @@ from billing.models.ledger import (
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
+    UsageMode,
     UsageRollup,
     UsageRollupRun,
     UsageStatus,
@@ -67,6 +68,7 @@ __all__ = [
     "TransactionKind",
     "UsageBatch",
     "UsageEvent",
+    "UsageMode",
     "UsageRollup",
     "UsageRollupRun",
     "UsageStatus",
