@@ -29,6 +29,11 @@ _KEY = re.compile(KEY_PATTERN)
 _VALUE = re.compile(VALUE_PATTERN)
 
 Tags = dict[str, str]
+TAGS_HELP = (
+    f'Cost-attribution tags, e.g. {{"team": "search", "project": "rerank"}}: at most'
+    f" {MAX_TAGS}; keys lower-case (a-z 0-9 _ . -, up to {MAX_KEY_LENGTH}, starting with a letter);"
+    f" values up to {MAX_VALUE_LENGTH} letters, digits, space and _ . : / @ + -. Set at creation."
+)
 
 # The same rules in SQL; IMMUTABLE so that a CHECK constraint may call it.
 CREATE_FUNCTION_SQL = f"""
