@@ -112,8 +112,11 @@ def _token_tier_checks(prefix: str) -> list[models.CheckConstraint]:
                 batch_completion_hours__isnull=True,
             )
             | Q(
+                # isnull=False spelled out: a NULL hours would make `> 0` unknown, which a CHECK
+                # lets through.
                 batch_price_per_million_input_tokens__isnull=False,
                 batch_price_per_million_output_tokens__isnull=False,
+                batch_completion_hours__isnull=False,
                 batch_completion_hours__gt=0,
             ),
             name=f"{prefix}_batch_tier_complete",

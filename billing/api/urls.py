@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from billing.api.cost_reports import CostReportView
 from billing.api.views import (
     BalanceViewSet,
     CreditNoteViewSet,
@@ -23,6 +24,7 @@ router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
 
 urlpatterns = [
     *router.urls,
+    path("cost-reports/", CostReportView.as_view(), name="cost-report"),
     # Stripe calls this route: signed deliveries, not the key-authenticated API.
     path("stripe/webhook", StripeWebhookView.as_view(), name="stripe-webhook"),
 ]

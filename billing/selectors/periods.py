@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
@@ -207,7 +208,7 @@ TOKEN_USAGE_SUMS = {
 TOKEN_USAGE_AGGREGATES = {f"sum_{name}": value for name, value in TOKEN_USAGE_SUMS.items()}
 
 
-def token_usage_of(totals: dict[str, Any]) -> TokenUsage:
+def token_usage_of(totals: Mapping[str, Any]) -> TokenUsage:
     """A TokenUsage from one row of TOKEN_USAGE_AGGREGATES (a missing sum is zero)."""
     return TokenUsage(**{name: totals.get(f"sum_{name}") or 0 for name in TOKEN_USAGE_SUMS})
 

@@ -106,7 +106,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='slaoffering',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('batch_completion_hours__isnull', True), ('batch_price_per_million_input_tokens__isnull', True), ('batch_price_per_million_output_tokens__isnull', True)), models.Q(('batch_completion_hours__gt', 0), ('batch_price_per_million_input_tokens__isnull', False), ('batch_price_per_million_output_tokens__isnull', False)), _connector='OR'), name='sla_offering_batch_tier_complete'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('batch_completion_hours__isnull', True), ('batch_price_per_million_input_tokens__isnull', True), ('batch_price_per_million_output_tokens__isnull', True)), models.Q(('batch_completion_hours__gt', 0), ('batch_completion_hours__isnull', False), ('batch_price_per_million_input_tokens__isnull', False), ('batch_price_per_million_output_tokens__isnull', False)), _connector='OR'), name='sla_offering_batch_tier_complete'),
         ),
         migrations.AddConstraint(
             model_name='slasubscription',
@@ -114,7 +114,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='slasubscription',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('batch_completion_hours__isnull', True), ('batch_price_per_million_input_tokens__isnull', True), ('batch_price_per_million_output_tokens__isnull', True)), models.Q(('batch_completion_hours__gt', 0), ('batch_price_per_million_input_tokens__isnull', False), ('batch_price_per_million_output_tokens__isnull', False)), _connector='OR'), name='sla_subscription_batch_tier_complete'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('batch_completion_hours__isnull', True), ('batch_price_per_million_input_tokens__isnull', True), ('batch_price_per_million_output_tokens__isnull', True)), models.Q(('batch_completion_hours__gt', 0), ('batch_completion_hours__isnull', False), ('batch_price_per_million_input_tokens__isnull', False), ('batch_price_per_million_output_tokens__isnull', False)), _connector='OR'), name='sla_subscription_batch_tier_complete'),
         ),
         migrations.AddConstraint(
             model_name='slasubscription',
