@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from django.db.models import F, Prefetch, QuerySet, Value
+from django.db.models import F, Prefetch, QuerySet, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
@@ -112,11 +112,13 @@ def _token_groups(
     """Group → the tokens of each token line kind, over `events` (one query)."""
     expression: Any
     if grouping.kind == "tag":
-        expression = Coalesce(KeyTextTransform(grouping.key, "tags"), Value(home))
+        expression = Coalesce(
+            KeyTextTransform(grouping.key, "tags"), Value(home), output_field=TextField()
+        )
     elif grouping.kind == "mode":
         expression = F("mode")
     else:
-        expression = Value(home)
+        expression = Value(home, output_field=TextField())
     rows = (
         events.order_by()
         .annotate(attribution_group=expression)
