@@ -53,7 +53,6 @@ from leasing.services.changes import lease_exit, leases_end_due
 from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_subscription_create
 
-
 # Who the demo customer's spending belongs to (cost reports group by these tags).
 TEAM_TAGS: dict[str, dict[str, str]] = {
     "block": {"team": "research", "project": "pretrain"},
@@ -194,9 +193,7 @@ class Quarter:
             term_months=term_months,
             now=at,
         )
-        return lease_create(
-            customer=self.customer, request=request, tags=tags, actor=ACTOR, now=at
-        )
+        return lease_create(customer=self.customer, request=request, tags=tags, actor=ACTOR, now=at)
 
     def book_block(self, at: datetime, *, start: datetime) -> None:
         self.block = self._lease(
@@ -324,9 +321,7 @@ class Quarter:
             at=at,
         )
         self.tokens = contract_activate(contract=contract, actor=ACTOR, at=start)
-        sla_subscription_create(
-            offering=offering, contract=self.tokens, tags=TEAM_TAGS["tokens"]
-        )
+        sla_subscription_create(offering=offering, contract=self.tokens, tags=TEAM_TAGS["tokens"])
 
     def _event(
         self, event_id: str, occurred_at: datetime, rng: random.Random, status: str = "success"

@@ -19,12 +19,15 @@ import time_machine
 
 from billing.attribution import LineUse, apportion, invoice_costs
 from billing.models import Invoice
+from billing.rendering import CostCentres, invoice_html
+from billing.selectors.attribution import Grouping, invoice_cost_groups
 from billing.services.cycle import billing_cycle_run
 from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import sla_subscription_create
 from tests.billing.factories import token_contract
 from tests.billing.invoice_factories import ONE_PERCENT_SLA_CREDIT
 from tests.billing.test_batch_cached_tokens import TIERS, january_usage, post
+from tests.billing.test_delivery import pdf_text_of_stored
 from tests.clock import at
 from tests.factories import OrganizationFactory
 from tests.leasing.factories import EXIT_TERMS, make_offer, make_sla_offering, outage
@@ -253,3 +256,27 @@ def test_non_usage_lines_and_tax_follow_the_usage_amounts() -> None:
     assert (costs["a"].amount, costs["b"].amount) == (Decimal("6.75"), Decimal("2.25"))
     assert (costs["a"].tax, costs["b"].tax) == (Decimal("0.68"), Decimal("0.22"))
     assert (costs["a"].tokens, costs["b"].tokens) == ({"input_tokens": 3}, {"input_tokens": 1})
+
+
+def test_the_invoice_pdf_groups_its_amounts_by_a_tag_on_request(
+    invoices: dict[str, Invoice], customer: Any, client_for: Any
+) -> None:
+    client = client_for(customer)
+    invoice = invoices["tokens"]
+    response = client.get(f"/api/v1/invoices/{invoice.pk}/pdf/", {"group_by": "tag:team"})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/pdf"
+    assert f"{invoice.number}-tag-team.pdf" in response["Content-Disposition"]
+    text = pdf_text_of_stored(response.content)
+    assert "Cost centres by team" in text
+    assert "ads 1.35 USD 0.14 USD 1.49 USD" in text
+    assert "search 0.64 USD 0.06 USD 0.70 USD" in text
+    plain = pdf_text_of_stored(client.get(f"/api/v1/invoices/{invoice.pk}/pdf/").content)
+    assert "Cost centres" not in plain  # the stored document is left as issued
+    html = invoice_html(
+        invoice,
+        CostCentres("Cost centres by team", invoice_cost_groups(invoice, Grouping("tag", "team"))),
+    )
+    assert "Cost centres by team" in html and "1.49 USD" in html
+    bad = client.get(f"/api/v1/invoices/{invoice.pk}/pdf/", {"group_by": "colour"})
+    assert (bad.status_code, bad.json()["code"]) == (400, "invalid_group_by")
