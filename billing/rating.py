@@ -17,9 +17,17 @@ from decimal import Decimal
 from typing import Any
 
 from billing.metering import CardHourUsage, MeteredGpu, clip, seconds
+from billing.tokens import TOKEN_KINDS, TokenTiers, TokenUsage, token_quantities
 from contracts import engine
 from core.money import Money, round_money
 from core.text import counted
+
+__all__ = [  # the token shapes live in billing.tokens; rating's callers import them from here
+    "TOKEN_KINDS",
+    "TokenTiers",
+    "TokenUsage",
+    "token_quantities",
+]
 
 MILLION = Decimal(1_000_000)
 SECONDS_PER_HOUR = Decimal(3600)
@@ -49,70 +57,6 @@ class AllocationPrice:
     rate: Decimal | None = None
     event_id: int | None = None
     explanation: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
-    """Successful tokens and request counts of one stretch of time.
-
-    input_tokens and output_tokens are those of online requests (cached_input_tokens is the
-    part of input_tokens served from the prompt cache); the batch_ fields are batch requests'.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    requests_success: int = 0
-    requests_total: int = 0
-    cached_input_tokens: int = 0
-    batch_input_tokens: int = 0
-    batch_output_tokens: int = 0
-    batch_cached_input_tokens: int = 0
-    batch_requests_success: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TokenTiers:
-    """The subscription's frozen cached-input and batch prices (None: no such tier)."""
-
-    cached_input_rate: Decimal | None = None
-    batch_input_rate: Decimal | None = None
-    batch_output_rate: Decimal | None = None
-    batch_completion_hours: int | None = None
-
-
-# The token line kinds of one stretch of usage, in invoice order.
-TOKEN_KINDS = (
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "batch_input_tokens",
-    "batch_output_tokens",
-)
-
-
-def token_quantities(usage: TokenUsage, tiers: TokenTiers) -> dict[str, int]:
-    """The tokens each token line kind bills, by the tiers the subscription has.
-
-    Cached input (of either mode) is billed at the cached-input price when there is one, and
-    otherwise stays in its mode's input. Batch tokens are billed at the batch tier when there is
-    one (ingest refuses batch events otherwise), else with the online tokens.
-    """
-    cached_priced = tiers.cached_input_rate is not None
-    online_cached = usage.cached_input_tokens if cached_priced else 0
-    batch_cached = usage.batch_cached_input_tokens if cached_priced else 0
-    batch_input = usage.batch_input_tokens - batch_cached
-    quantities = {
-        "input_tokens": usage.input_tokens - online_cached,
-        "cached_input_tokens": online_cached + batch_cached,
-        "output_tokens": usage.output_tokens,
-        "batch_input_tokens": batch_input,
-        "batch_output_tokens": usage.batch_output_tokens,
-    }
-    if tiers.batch_input_rate is None or tiers.batch_output_rate is None:
-        quantities["input_tokens"] += quantities.pop("batch_input_tokens")
-        quantities["output_tokens"] += quantities.pop("batch_output_tokens")
-        quantities["batch_input_tokens"] = quantities["batch_output_tokens"] = 0
-    return quantities
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +103,7 @@ class RatingInput:
     allocation_prices: tuple[AllocationPrice, ...] = ()
     leased_model: str = ""
     tokens: TokenUsage | None = None
-    token_tiers: TokenTiers = TokenTiers()
+    token_tiers: TokenTiers = field(default_factory=TokenTiers)
     late_tokens: tuple[LateTokens, ...] = ()
     service_level: ServiceLevel = ServiceLevel()
     recorded_charges: tuple[RecordedCharge, ...] = ()
