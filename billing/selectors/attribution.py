@@ -165,8 +165,7 @@ def report_invoices(*, month: date | None, invoice_id: int | None = None) -> Que
     """The issued invoices whose billing period starts in `month` (UTC), or the one invoice."""
     invoices = Invoice.objects.filter(status__in=ISSUED_STATUSES)
     if month is not None:
-        end = date(month.year + month.month // 12, month.month % 12 + 1, 1)
-        invoices = invoices.filter(period_start__date__gte=month, period_start__date__lt=end)
+        invoices = invoices.filter(period_start__year=month.year, period_start__month=month.month)
     if invoice_id is not None:
         invoices = invoices.filter(pk=invoice_id)
     return (
