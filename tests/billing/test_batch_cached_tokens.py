@@ -16,6 +16,7 @@ import time_machine
 from django.db import IntegrityError, transaction
 
 from billing.models import Invoice, UsageEvent, UsageRollup
+from billing.selectors.reconciliation import usage_reconciliation
 from billing.services.cycle import billing_cycle_run
 from billing.services.rollups import usage_rollups_refresh
 from contracts.models import Contract
@@ -318,3 +319,36 @@ def test_tier_prices_survive_a_round_trip_through_a_new_month(
         "late_batch_output_tokens": (Decimal("0.04"), Decimal("0.03")),
     }
     assert february.period_end - february.period_start > timedelta(days=27)
+
+
+def test_reconciliation_counts_cached_and_batch_lines_as_the_tokens_they_bill(
+    contract: Contract, provider: Any, client_for: Any
+) -> None:
+    """The nightly reconciliation adds the new line kinds back up to each request's tokens."""
+    client = client_for(provider)
+    post(client, at(1, 13), january_usage(contract))
+    with time_machine.travel(at(2, 1, 2), tick=False):
+        billing_cycle_run(now=at(2, 1, 2), deliver=False)
+    late = event(
+        "late-batch",
+        contract,
+        datetime(2026, 1, 30, tzinfo=UTC),
+        mode="batch",
+        input_tokens=400_000,
+        cached_input_tokens=100_000,
+        output_tokens=40_000,
+        ttft_ms=None,
+        e2e_ms=None,
+    )
+    post(client, at(2, 3), [late])
+    with time_machine.travel(at(3, 1, 2), tick=False):
+        billing_cycle_run(now=at(3, 1, 2), deliver=False)
+    result = usage_reconciliation(contract_ids=[contract.pk])
+    issued = [period for period in result.periods if period.invoice_number is not None]
+    assert [period.status for period in issued] == ["ok", "ok"]
+    january = issued[0]
+    assert (january.invoiced_input_tokens, january.invoiced_output_tokens) == (
+        3_500_000,
+        1_100_000,
+    )
+    assert result.clean
