@@ -6,16 +6,21 @@ a 400 `invalid_tags` that books nothing; the database refuses bad tags written a
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.db import IntegrityError, transaction
 
-from leasing.models import Allocation, Hold, Lease, LeaseEvent
+from leasing.models import Allocation, Hold, Lease, LeaseEvent, SlaSubscription
+from tests.billing.factories import token_contract
+from tests.leasing.factories import make_sla_offering
 from tests.leasing.pool import make_pool, next_hour
 
 pytestmark = pytest.mark.django_db
 
 LEASES = "/api/v1/leases/"
 HOLDS = "/api/v1/holds/"
+SUBSCRIPTION_ADD = "/admin/leasing/slasubscription/add/"
 
 
 def window(offer, count=2, **extra):
@@ -96,3 +101,37 @@ def test_the_database_refuses_bad_tags_on_leases_and_holds(client_for, provider,
             with pytest.raises(IntegrityError), transaction.atomic():
                 model.objects.update(tags=bad)
         model.objects.update(tags={"team": "ok", "project": "p.1/x"})  # within the limits
+
+
+def test_the_admin_links_a_subscription_with_tags_and_its_frozen_tier_prices(
+    admin_client, provider, customer
+):
+    offering = make_sla_offering(
+        provider,
+        price_per_million_cached_input_tokens=Decimal("0.10"),
+        batch_price_per_million_input_tokens=Decimal("0.25"),
+        batch_price_per_million_output_tokens=Decimal("0.75"),
+        batch_completion_hours=24,
+    )
+    contract = token_contract(provider, customer)
+    refused = admin_client.post(
+        SUBSCRIPTION_ADD,
+        {"offering": offering.pk, "contract": contract.pk, "tags": '{"Team": "search"}'},
+    )
+    assert refused.status_code == 200
+    form = refused.context["adminform"].form
+    assert any("Tag key 'Team'" in message for message in form.errors.get("tags", [])) or any(
+        "Tag key 'Team'" in message for message in form.non_field_errors()
+    ), form.errors
+    assert not SlaSubscription.objects.exists()
+    response = admin_client.post(
+        SUBSCRIPTION_ADD,
+        {"offering": offering.pk, "contract": contract.pk, "tags": '{"team": "search"}'},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    subscription = SlaSubscription.objects.get()
+    assert subscription.tags == {"team": "search"}
+    assert subscription.batch_completion_hours == 24
+    assert subscription.price_per_million_cached_input_tokens == Decimal("0.10")
+    page = admin_client.get(f"/admin/leasing/slasubscription/{subscription.pk}/change/")
+    assert page.status_code == 200 and "search" in page.content.decode()
