@@ -41,7 +41,7 @@ from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
 from inventory.choices import OutageKind
-from inventory.models import Gpu, Node, Outage, Site
+from inventory.models import Gpu, LlmModel, Node, Outage, Site
 from inventory.schemas import IndexSourceInput, MarketPriceObservation, OutageInput
 from inventory.services import (
     index_fixings_compute,
@@ -753,6 +753,10 @@ def _gpu_model(world: World) -> Built:
     return Built(world.node().gpu_model, kwargs={"slug": "h200-sxm"})
 
 
+def _llm_model(world: World) -> Built:
+    return Built(LlmModel.objects.get(slug="llama-3-1-8b"), kwargs={"slug": "llama-3-1-8b"})
+
+
 def _index_source(world: World) -> Built:
     source = index_source_register(
         fields=IndexSourceInput(
@@ -1038,6 +1042,13 @@ PUBLIC_ROUTES: dict[str, Public] = {
     "organization-me": Public("answers only the caller's own organization; no URL id"),
     # The GPU catalog: specs of hardware models, shared reference data nobody owns.
     "gpu-model": Public("the GPU catalog is reference data every caller reads", build=_gpu_model),
+    # The model catalogue: architectures of open models, reference data; operators write it.
+    "llm-model": Public(
+        "the model catalogue is reference data every caller reads; writes are operator-only",
+        build=_llm_model,
+    ),
+    # Sizing: a computed answer from the catalogues and published offers; nothing is stored.
+    "sizing": Public("answers from the public catalogues and published offers; stores nothing"),
     # The market price index: observations are pooled across the marketplace on purpose.
     "market-price": Public(
         "the market price index is public; its list has no owner filter by design",
