@@ -5,7 +5,7 @@ group invoice amounts by one key (`tags->>'team'`) over usage events, and a colu
 same scan as the token counts costs nothing more, where a tags table would add a join per event
 and, on the ingest path, up to ten extra rows per event through COPY. The limits below are
 checked here (answering 400 `invalid_tags`) and again by the database: every tagged table has a
-CHECK that calls the SQL function `cardhour_tags_valid` (created by leasing migration 0013).
+CHECK that calls the SQL function `cardhour_tags_valid` (created by leasing migration 0014).
 """
 
 from __future__ import annotations

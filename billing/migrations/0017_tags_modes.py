@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
         ('billing', '0013_billing_run_outcome'),
         ('contracts', '0006_end_reason_preempted'),
         # cardhour_tags_valid(), which the usage-event tags CHECK calls.
-        ('leasing', '0013_tags_token_tiers'),
+        ('leasing', '0014_tags_token_tiers'),
     ]
 
     operations = [

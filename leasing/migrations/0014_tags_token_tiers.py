@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
         ('accounts', '0002_apikey_created_by_key'),
         ('contracts', '0006_end_reason_preempted'),
         ('inventory', '0005_rates_at_rate_precision'),
-        ('leasing', '0012_preemptions_schedule'),
+        ('leasing', '0013_lease_paused'),
     ]
 
     operations = [
