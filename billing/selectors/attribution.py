@@ -27,7 +27,7 @@ from billing.selectors.periods import (
     contract_ends_at,
     late_token_queryset,
     on_time_token_queryset,
-    token_tiers,
+    tiers_of,
     token_usage_of,
 )
 from contracts import engine
@@ -90,9 +90,9 @@ def _contract_facts(contract: Contract) -> _ContractFacts:
             dict(subscription.tags),
             subscription.offering.served_model_name,
             True,
-            token_tiers(contract),
+            tiers_of(subscription),
         )
-    return _ContractFacts(contract, {}, contract.leased_model_slug, True, token_tiers(contract))
+    return _ContractFacts(contract, {}, contract.leased_model_slug, True, TokenTiers())
 
 
 def _home(facts: _ContractFacts, grouping: Grouping) -> str:

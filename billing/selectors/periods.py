@@ -219,7 +219,11 @@ def _token_usage(events: QuerySet[UsageEvent]) -> TokenUsage:
 
 def token_tiers(contract: Contract) -> TokenTiers:
     """The cached-input and batch prices the contract's SLA subscription froze (if any)."""
-    subscription = SlaSubscription.objects.filter(contract=contract).first()
+    return tiers_of(SlaSubscription.objects.filter(contract=contract).first())
+
+
+def tiers_of(subscription: SlaSubscription | None) -> TokenTiers:
+    """The tiers one SLA subscription froze (none without a subscription)."""
     if subscription is None:
         return TokenTiers()
     return TokenTiers(

@@ -35,6 +35,9 @@ from tests.leasing.factories import EXIT_TERMS, make_offer, make_sla_offering, o
 pytestmark = pytest.mark.django_db
 
 REPORT = "/api/v1/cost-reports/"
+# The API key, the invoices (contract, lease or subscription joined), their lines, and one
+# grouped usage query for the token invoice's on-time lines; the lease invoice needs none.
+QUERIES_FOR_TWO_INVOICES = 4
 JANUARY = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -280,3 +283,13 @@ def test_the_invoice_pdf_groups_its_amounts_by_a_tag_on_request(
     assert "Cost centres by team" in html and "1.49 USD" in html
     bad = client.get(f"/api/v1/invoices/{invoice.pk}/pdf/", {"group_by": "colour"})
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_group_by")
+
+
+def test_a_months_report_costs_a_fixed_number_of_queries(
+    invoices: dict[str, Invoice], customer: Any, client_for: Any, django_assert_num_queries: Any
+) -> None:
+    """Auth and the invoices with their lines, then one usage query per token line window."""
+    client = client_for(customer)
+    report(client, group_by="tag:team", period="2026-01")  # warm the key cache
+    with django_assert_num_queries(QUERIES_FOR_TWO_INVOICES):
+        report(client, group_by="tag:team", period="2026-01")
