@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.urls import reverse
 
 from billing.attribution import LineUse, apportion, invoice_costs
 from billing.models import Invoice
@@ -293,3 +294,16 @@ def test_a_months_report_costs_a_fixed_number_of_queries(
     report(client, group_by="tag:team", period="2026-01")  # warm the key cache
     with django_assert_num_queries(QUERIES_FOR_TWO_INVOICES):
         report(client, group_by="tag:team", period="2026-01")
+
+
+def test_the_admin_html_shows_the_cost_centres_on_request(
+    invoices: dict[str, Invoice], admin_client: Any
+) -> None:
+    invoice = invoices["tokens"]
+    url = reverse("admin:billing_invoice_html", args=[invoice.pk])
+    page = admin_client.get(url, {"group_by": "tag:team"})
+    assert page.status_code == 200
+    assert "Cost centres by team" in page.content.decode()
+    assert "Cost centres" not in admin_client.get(url).content.decode()
+    bad = admin_client.get(url, {"group_by": "colour"})
+    assert bad.status_code == 400 and "invalid_group_by" in bad.content.decode()
