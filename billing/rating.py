@@ -288,8 +288,9 @@ def _token_line(
     start: datetime,
     end: datetime,
     note: str = "",
+    mode: str | None = None,
 ) -> LineDraft | None:
-    """Successful tokens x the rate per million tokens."""
+    """Successful tokens x the rate per million tokens (`mode`: whose requests, when one)."""
     currency = facts.terms.currency
     if tokens == 0 or rate is None:
         return None
@@ -306,12 +307,12 @@ def _token_line(
         amount=Money(amount, currency),
         service_start=start,
         service_end=end,
-        inputs={"tokens": tokens},
+        inputs={"tokens": tokens} if mode is None else {"tokens": tokens, "mode": mode},
     )
 
 
-def _token_kind_terms(facts: RatingInput, kind: str) -> tuple[Decimal | None, str, str, str]:
-    """Rate, word, mode and the sentence that explains the price of one token line kind."""
+def _token_kind_terms(facts: RatingInput, kind: str) -> tuple[Decimal | None, str, str | None, str]:
+    """Rate, word, mode (None: both) and the sentence that explains the price of a token kind."""
     terms = facts.terms
     tiers = facts.token_tiers
     currency = terms.currency
@@ -326,7 +327,7 @@ def _token_kind_terms(facts: RatingInput, kind: str) -> tuple[Decimal | None, st
         return (
             tiers.cached_input_rate,
             "cached input",
-            "online",
+            None,  # cache hits of online and batch requests alike
             "; input served from the prompt cache is billed at the cached-input price instead of"
             f" {instead(online_in)} per million",
         )
@@ -363,19 +364,19 @@ def _token_pair(
     lines: list[LineDraft | None] = []
     for kind, tokens in token_quantities(usage, facts.token_tiers).items():
         rate, what, mode, why = _token_kind_terms(facts, kind)
-        line = _token_line(
-            facts,
-            kind=f"{prefix}{kind}",
-            tokens=tokens,
-            rate=rate,
-            what=what,
-            start=start,
-            end=end,
-            note=note + why,
+        lines.append(
+            _token_line(
+                facts,
+                kind=f"{prefix}{kind}",
+                tokens=tokens,
+                rate=rate,
+                what=what,
+                start=start,
+                end=end,
+                note=note + why,
+                mode=mode,
+            )
         )
-        if line is not None:
-            line.inputs["mode"] = mode
-        lines.append(line)
     return lines
 
 
