@@ -352,3 +352,25 @@ def test_reconciliation_counts_cached_and_batch_lines_as_the_tokens_they_bill(
         1_100_000,
     )
     assert result.clean
+
+
+def test_a_replayed_event_with_other_tags_or_mode_stays_as_first_counted(
+    contract: Contract, provider: Any, client_for: Any
+) -> None:
+    client = client_for(provider)
+    first = january_usage(contract)
+    assert post(client, at(1, 13), first)["accepted"] == 4
+    replay = [
+        {**row, "tags": {"team": "someone-else"}, "cached_input_tokens": 0, "mode": "online"}
+        for row in first
+        if row["status"] == "success"
+    ]
+    replay[2]["ttft_ms"] = replay[2]["e2e_ms"] = 100.0  # the batch request, re-sent as online
+    again = post(client, at(1, 14), replay)
+    assert (again["accepted"], again["duplicate"]) == (0, 3)
+    stored = UsageEvent.objects.get(event_id="batch-1")
+    assert (stored.mode, stored.cached_input_tokens, stored.tags["team"]) == (
+        "batch",
+        1_000_000,
+        "ads",
+    )
