@@ -19,7 +19,7 @@ from fpdf import FPDF
 from fpdf.fonts import FontFace
 
 from billing.attribution import GroupCost
-from billing.models import CreditNote, Invoice, InvoiceStatus
+from billing.models import CreditNote, Invoice, InvoiceStatus, LineKind
 from contracts.models import ContractEvent
 from core.money import minor_unit, round_money
 
@@ -174,6 +174,7 @@ def invoice_document(invoice: Invoice, cost_centres: CostCentres | None = None) 
     currency = invoice.currency
     lines = invoice.lines.order_by("position").prefetch_related("events")
     balance = invoice.total - invoice.credited_total
+    drawn = -sum((line.amount for line in lines if line.kind == LineKind.BALANCE_DRAW), Decimal(0))
     return {
         "kind": "invoice",
         "title": "Invoice",
@@ -221,6 +222,8 @@ def invoice_document(invoice: Invoice, cost_centres: CostCentres | None = None) 
         "balance": format_money(balance, currency),
         "cost_centre_title": cost_centres.title if cost_centres is not None else "",
         "cost_centres": _cost_centre_rows(cost_centres, currency),
+        "has_draws": drawn > 0,
+        "drawn_from_balance": format_money(drawn, currency),
     }
 
 
@@ -439,6 +442,15 @@ def invoice_pdf(
         (f"Tax ({doc['tax_rate']} of {doc['taxable_amount']})", doc["tax"], False),
         ("Total", doc["total"], True),
     ]
+    if doc["has_draws"]:
+        rows.insert(
+            2,
+            (
+                "Paid from the prepaid balance (in the subtotal)",
+                f"-{doc['drawn_from_balance']}",
+                False,
+            ),
+        )
     if doc["has_credits"]:
         rows += [
             ("Credited", f"-{doc['credited_total']}", False),

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0002_apikey_created_by_key'),
-        ('billing', '0013_billing_run_outcome'),
+        ('billing', '0015_funds'),
         ('contracts', '0006_end_reason_preempted'),
         # cardhour_tags_valid(), which the usage-event tags CHECK calls.
         ('leasing', '0014_tags_token_tiers'),
@@ -54,7 +54,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='invoiceline',
             name='kind',
-            field=models.CharField(choices=[('card_hours', 'Card-hours'), ('input_tokens', 'Input tokens'), ('output_tokens', 'Output tokens'), ('cached_input_tokens', 'Cached input tokens'), ('batch_input_tokens', 'Batch input tokens'), ('batch_output_tokens', 'Batch output tokens'), ('late_input_tokens', 'Late input tokens (earlier period)'), ('late_output_tokens', 'Late output tokens (earlier period)'), ('late_cached_input_tokens', 'Late cached input tokens'), ('late_batch_input_tokens', 'Late batch input tokens'), ('late_batch_output_tokens', 'Late batch output tokens'), ('sla_credit', 'SLA credit'), ('exit_fee', 'Early-termination fee'), ('true_up', 'Minimum-commitment true-up'), ('prepayment_draw', 'Paid from prepayment'), ('deposit_return', 'Deposit returned')], max_length=24),
+            field=models.CharField(choices=[('card_hours', 'Card-hours'), ('input_tokens', 'Input tokens'), ('output_tokens', 'Output tokens'), ('cached_input_tokens', 'Cached input tokens'), ('batch_input_tokens', 'Batch input tokens'), ('batch_output_tokens', 'Batch output tokens'), ('late_input_tokens', 'Late input tokens (earlier period)'), ('late_output_tokens', 'Late output tokens (earlier period)'), ('late_cached_input_tokens', 'Late cached input tokens'), ('late_batch_input_tokens', 'Late batch input tokens'), ('late_batch_output_tokens', 'Late batch output tokens'), ('sla_credit', 'SLA credit'), ('exit_fee', 'Early-termination fee'), ('true_up', 'Minimum-commitment true-up'), ('prepayment_draw', 'Paid from prepayment'), ('deposit_return', 'Deposit returned'), ('balance_draw', 'Paid from the prepaid balance')], max_length=24),
         ),
         migrations.AddConstraint(
             model_name='usageevent',
