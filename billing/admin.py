@@ -18,6 +18,7 @@ from billing.models import (
     StripeCustomer,
     StripeEvent,
     UsageBatch,
+    UsageEvent,
     UsageRollup,
     UsageRollupRun,
 )
@@ -59,6 +60,29 @@ class UsageBatchAdmin(ReadOnlyAdmin):
     date_hierarchy = "received_at"
 
 
+@admin.register(UsageEvent)
+class UsageEventAdmin(ReadOnlyAdmin):
+    """Single inference requests as reported: mode, cached tokens and cost-attribution tags."""
+
+    list_display = [
+        "event_id",
+        "contract",
+        "occurred_at",
+        "mode",
+        "status",
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "tags",
+        "is_late",
+    ]
+    list_filter = ["mode", "status", "is_late"]
+    list_select_related = ["contract"]
+    search_fields = ["=event_id", "contract__number"]
+    # The table is the largest there is: no exact count on every page.
+    show_full_result_count = False
+
+
 @admin.register(UsageRollup)
 class UsageRollupAdmin(ReadOnlyAdmin):
     """Hourly usage per contract."""
@@ -72,6 +96,8 @@ class UsageRollupAdmin(ReadOnlyAdmin):
         "ttft_p95_ms",
         "e2e_p99_ms",
         "output_tokens_success",
+        "cache_hit_rate_pct",
+        "batch_share_pct",
         "refreshed_at",
     ]
     list_select_related = ["contract"]

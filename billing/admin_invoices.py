@@ -15,7 +15,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -31,7 +31,8 @@ from billing.models import (
     InvoiceLine,
     InvoiceStatus,
 )
-from billing.rendering import credit_note_pdf, invoice_html, invoice_pdf
+from billing.rendering import CostCentres, credit_note_pdf, invoice_html, invoice_pdf
+from billing.selectors.attribution import grouping_parse, invoice_cost_groups
 from billing.services.cycle import invoice_issue
 from billing.services.delivery import credit_note_email, invoice_deliver, invoice_pdf_present
 from billing.services.documents import credit_note_issue, invoice_void
@@ -386,8 +387,21 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
         return response
 
     def html_view(self, request: HttpRequest, invoice_id: int) -> HttpResponse:
-        """The invoice as the HTML page the customer's e-mail shows."""
-        return HttpResponse(invoice_html(self._viewable(request, invoice_id)))
+        """The invoice as the HTML page the customer's e-mail shows; `?group_by=tag:<key>`
+        (or contract, model, mode) adds its amounts by cost centre."""
+        invoice = self._viewable(request, invoice_id)
+        raw = request.GET.get("group_by")
+        if not raw:
+            return HttpResponse(invoice_html(invoice))
+        try:
+            grouping = grouping_parse(raw)
+        except ApplicationError as error:
+            return HttpResponseBadRequest(error_text(error), content_type="text/plain")
+        centres = CostCentres(
+            title=f"Cost centres by {grouping.key or grouping.kind}",
+            groups=invoice_cost_groups(invoice, grouping),
+        )
+        return HttpResponse(invoice_html(invoice, centres))
 
 
 class CreditNoteLineInline(ReadOnlyMixin, admin.TabularInline[CreditNoteLine, CreditNote]):

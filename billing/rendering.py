@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -17,6 +18,7 @@ from django.template.loader import render_to_string
 from fpdf import FPDF
 from fpdf.fonts import FontFace
 
+from billing.attribution import GroupCost
 from billing.models import CreditNote, Invoice, InvoiceStatus, LineKind
 from contracts.models import ContractEvent
 from core.money import minor_unit, round_money
@@ -143,7 +145,31 @@ def _explanations_beyond(description: str, events: Iterable[ContractEvent]) -> l
     return said[1:]
 
 
-def invoice_document(invoice: Invoice) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class CostCentres:
+    """An invoice's amounts split over the values of one grouping (a tag key, contract, model or
+    mode), as billing.selectors.attribution.invoice_cost_groups computes them."""
+
+    title: str
+    groups: dict[str, GroupCost]
+
+
+def _cost_centre_rows(centres: CostCentres | None, currency: str) -> list[dict[str, str]]:
+    if centres is None:
+        return []
+    ordered = sorted(centres.groups.items(), key=lambda item: (-item[1].total, item[0]))
+    return [
+        {
+            "group": group or "(untagged)",
+            "amount": format_money(cost.amount, currency),
+            "tax": format_money(cost.tax, currency),
+            "total": format_money(cost.total, currency),
+        }
+        for group, cost in ordered
+    ]
+
+
+def invoice_document(invoice: Invoice, cost_centres: CostCentres | None = None) -> dict[str, Any]:
     """Everything an invoice document shows, preformatted; both renderers use only this."""
     currency = invoice.currency
     lines = invoice.lines.order_by("position").prefetch_related("events")
@@ -194,6 +220,8 @@ def invoice_document(invoice: Invoice) -> dict[str, Any]:
         "has_credits": invoice.credited_total > 0,
         "credited_total": format_money(invoice.credited_total, currency),
         "balance": format_money(balance, currency),
+        "cost_centre_title": cost_centres.title if cost_centres is not None else "",
+        "cost_centres": _cost_centre_rows(cost_centres, currency),
         "has_draws": drawn > 0,
         "drawn_from_balance": format_money(drawn, currency),
     }
@@ -226,9 +254,11 @@ def credit_note_document(note: CreditNote) -> dict[str, Any]:
 # ------------------------------------------------------------------ HTML
 
 
-def invoice_html(invoice: Invoice) -> str:
+def invoice_html(invoice: Invoice, cost_centres: CostCentres | None = None) -> str:
     """The invoice as one self-contained HTML page (inline CSS, no external assets)."""
-    return render_to_string("billing/invoice.html", {"doc": invoice_document(invoice)})
+    return render_to_string(
+        "billing/invoice.html", {"doc": invoice_document(invoice, cost_centres)}
+    )
 
 
 def invoice_text(invoice: Invoice) -> str:
@@ -332,9 +362,34 @@ def _pdf_bytes(pdf: FPDF, *, compress: bool) -> bytes:
     return bytes(pdf.output())
 
 
-def invoice_pdf(invoice: Invoice, *, compress: bool = True) -> bytes:
-    """The invoice as a PDF: header, a wrapping line table, totals and numbered pages."""
-    doc = invoice_document(invoice)
+def _cost_centre_table(pdf: FPDF, doc: dict[str, Any]) -> None:
+    """The invoice's amounts by cost centre, under the totals."""
+    pdf.ln(4)
+    _text(pdf, doc["cost_centre_title"], size=10, style="B", height=6)
+    pdf.set_font(PDF_FONT, size=8.5)
+    with pdf.table(
+        col_widths=(70, 40, 30, 40),
+        text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
+        headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
+        line_height=4.5,
+        padding=1.2,
+        borders_layout="HORIZONTAL_LINES",
+    ) as table:
+        heading = table.row()
+        for title in ("Cost centre", "Amount", "Tax", "Total"):
+            heading.cell(title)
+        for centre in doc["cost_centres"]:
+            row = table.row()
+            for name in ("group", "amount", "tax", "total"):
+                row.cell(ascii_safe(centre[name]))
+
+
+def invoice_pdf(
+    invoice: Invoice, *, compress: bool = True, cost_centres: CostCentres | None = None
+) -> bytes:
+    """The invoice as a PDF: header, a wrapping line table, totals and numbered pages; with
+    `cost_centres`, a table of the amounts by cost centre after the totals."""
+    doc = invoice_document(invoice, cost_centres)
     pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
     pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
     pdf.set_author(ascii_safe(doc["issuer"]["name"]))
@@ -402,6 +457,8 @@ def invoice_pdf(invoice: Invoice, *, compress: bool = True) -> bytes:
             ("Balance", doc["balance"], True),
         ]
     _totals(pdf, rows)
+    if cost_centres is not None:
+        _cost_centre_table(pdf, doc)
     if doc["due_on"] and not doc["is_void"]:
         pdf.ln(4)
         _text(pdf, f"Payment due by {doc['due_on']}. Please quote {doc['number']}.")

@@ -109,6 +109,7 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
         "status",
         "placement",
         "workload",
+        "tags",
     ]
     list_filter = ["status", "pricing_mode", "workload", "placement", "offer__provider"]
     search_fields = ["contract__number", "customer__name", "offer__name"]
@@ -129,6 +130,7 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
         "status",
         "placement",
         "workload",
+        "tags",
         "ended_at",
         "acceptance_runs",
     ]
@@ -158,7 +160,17 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
 
 @admin.register(Hold)
 class HoldAdmin(admin.ModelAdmin[Hold]):
-    list_display = ["id", "customer", "offer", "gpu_count", "start", "end", "status", "expires_at"]
+    list_display = [
+        "id",
+        "customer",
+        "offer",
+        "gpu_count",
+        "start",
+        "end",
+        "status",
+        "expires_at",
+        "tags",
+    ]
     list_filter = ["status"]
     list_select_related = ["customer", "offer"]
     readonly_fields = [f.name for f in Hold._meta.fields]

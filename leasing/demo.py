@@ -153,6 +153,11 @@ def _sla_offering() -> None:
         served_model_name="llama-3.1-70b-instruct",
         price_per_million_input_tokens=Decimal("0.60"),
         price_per_million_output_tokens=Decimal("0.80"),
+        # Prompt-cache hits at a quarter of the input price; a batch tier at half price within 24 h.
+        price_per_million_cached_input_tokens=Decimal("0.15"),
+        batch_price_per_million_input_tokens=Decimal("0.30"),
+        batch_price_per_million_output_tokens=Decimal("0.40"),
+        batch_completion_hours=24,
         currency="USD",
         availability_slo_pct=Decimal("99.9"),
         ttft_p95_ms=800,

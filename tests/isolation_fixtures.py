@@ -707,6 +707,11 @@ def _invoice(world: World, _: str) -> Built:
     return Built(invoice, kwargs={"pk": invoice.pk}, refs={"contract": world.contract().pk})
 
 
+def _invoice_report(world: World, _: str) -> Built:
+    invoice = world.invoice()
+    return Built(invoice, refs={"invoice": invoice.pk})
+
+
 def _credit_note(world: World, _: str) -> Built:
     note = world.once(
         "credit_note",
@@ -1142,6 +1147,12 @@ TENANT_RESOURCES: dict[str, Resource] = {
         queries={"preview": lambda b: [{"contract": b.refs["contract"]}]},
     ),
     "credit-note": Resource(owners=(PROVIDER, CUSTOMER), build=_credit_note),
+    # Cost reports read the invoices the caller issued or received; `invoice` names one.
+    "cost-report": Resource(
+        owners=(PROVIDER, CUSTOMER),
+        build=_invoice_report,
+        queries={"get": lambda b: [{"invoice": b.refs["invoice"], "group_by": "contract"}]},
+    ),
     # The ledger: each party reads the entries and balances of its own accounts only.
     "balance": Resource(owners=(PROVIDER, CUSTOMER), build=_balance),
     "ledger-entry": Resource(owners=(PROVIDER, CUSTOMER), build=_ledger_entry),

@@ -22,6 +22,7 @@ from billing.models import (
     LedgerAccount,
     LedgerEntry,
     LineKind,
+    UsageMode,
     UsageRollup,
     UsageStatus,
 )
@@ -30,6 +31,7 @@ from billing.services.ingest import MAX_EVENTS_PER_BATCH
 from contracts.api.serializers import EventRefSerializer
 from core.api.fields import MinorUnitMixin, MoneyField
 from core.money import round_money
+from core.tags import TAGS_HELP
 
 # ---------------------------------------------------------------- invoices
 
@@ -211,6 +213,16 @@ class UsageEventInSerializer(serializers.Serializer[Any]):
     ttft_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
     e2e_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
     tpot_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
+    mode = serializers.ChoiceField(
+        choices=UsageMode.choices,
+        required=False,
+        help_text="online (the default) or batch (only on contracts whose offering has a batch"
+        " tier; no latency fields needed).",
+    )
+    cached_input_tokens = serializers.IntegerField(
+        min_value=0, required=False, help_text="Of input_tokens, those served from the cache."
+    )
+    tags = serializers.DictField(child=serializers.CharField(), required=False, help_text=TAGS_HELP)
 
 
 class UsageBatchInSerializer(serializers.Serializer[Any]):
@@ -254,6 +266,16 @@ class UsageRollupSerializer(serializers.ModelSerializer[UsageRollup]):
     """One contract's usage in one UTC hour."""
 
     contract_number = serializers.CharField(source="contract.number", read_only=True)
+    cache_hit_rate_pct = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Cached of successful input tokens, in percent (null: no input tokens).",
+    )
+    batch_share_pct = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Batch-mode of successful requests, in percent (null: no success).",
+    )
 
     class Meta:
         model = UsageRollup
@@ -269,6 +291,12 @@ class UsageRollupSerializer(serializers.ModelSerializer[UsageRollup]):
             "requests_rejected",
             "input_tokens_success",
             "output_tokens_success",
+            "cached_input_tokens_success",
+            "batch_requests_success",
+            "batch_input_tokens_success",
+            "batch_output_tokens_success",
+            "cache_hit_rate_pct",
+            "batch_share_pct",
             "ttft_p50_ms",
             "ttft_p95_ms",
             "ttft_p99_ms",

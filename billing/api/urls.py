@@ -3,6 +3,7 @@
 from django.urls import path
 
 from billing.api.budgets.views import BudgetViewSet, UsageAlertRuleViewSet, UsageAlertViewSet
+from billing.api.cost_reports import CostReportView
 from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
     BalanceViewSet,
@@ -39,6 +40,7 @@ router.register("funds-policies", FundsPolicyViewSet, basename="funds-policy")
 
 urlpatterns = [
     *router.urls,
+    path("cost-reports/", CostReportView.as_view(), name="cost-report"),
     # Stripe calls this route: signed deliveries, not the key-authenticated API.
     path("stripe/webhook", StripeWebhookView.as_view(), name="stripe-webhook"),
 ]

@@ -68,6 +68,7 @@ from billing.models.payouts import (
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
+    UsageMode,
     UsageRollup,
     UsageRollupRun,
     UsageStatus,
@@ -130,6 +131,7 @@ __all__ = [
     "UsageAlertRule",
     "UsageBatch",
     "UsageEvent",
+    "UsageMode",
     "UsageRollup",
     "UsageRollupRun",
     "UsageStatus",

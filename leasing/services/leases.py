@@ -7,6 +7,7 @@ in leasing.services.changes; holds in leasing.services.holds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -19,6 +20,7 @@ from contracts.choices import ContractStatus
 from contracts.models import Contract
 from contracts.services import contract_activate, contract_create
 from core.errors import Conflict, ValidationFailed
+from core.tags import Tags, tags_clean
 from core.text import counted
 from inventory.selectors import index_fixing_rate
 from leasing.admission import Admission, admit
@@ -162,6 +164,7 @@ def _lease_row(
     placement: str,
     hold: Hold | None,
     workload: str,
+    tags: Tags,
     actor: str,
     now: datetime,
 ) -> Lease:
@@ -186,6 +189,7 @@ def _lease_row(
         status=status,
         placement=placement,
         workload=workload,
+        tags=tags,
     )
     source = f"hold {hold.pk}" if hold is not None else f"offer {request.offer}"
     waiting = (
@@ -216,6 +220,7 @@ def _lease_row(
             "price_per_gpu_hour": rate,
             "placement": placement,
             "workload": workload,
+            "tags": tags,
         },
         to_status=status,
     )
@@ -229,13 +234,17 @@ def lease_create(
     hold: Hold | None = None,
     quote: Quote | None = None,
     workload: str = Workload.UNSPECIFIED,
+    tags: Mapping[str, str] | None = None,
     actor: str,
     now: datetime | None = None,
 ) -> Lease:
     """Lease from a hold, a quote, or an offer + count + window; creates the contract too.
 
     `workload` (training, inference or unspecified) is set here once; nothing changes it later.
+    So are `tags` (cost attribution, core.tags limits; a lease from a hold without tags of its
+    own takes the hold's): invoices already issued are grouped by them, so they never move.
     """
+    clean_tags = tags_clean(tags)
     now = now or timezone.now()
     if workload not in Workload.values:
         raise ValidationFailed(
@@ -247,7 +256,12 @@ def lease_create(
     with transaction.atomic():
         if hold is not None:
             return _lease_from_hold(
-                customer=customer, hold=hold, workload=workload, actor=actor, now=now
+                customer=customer,
+                hold=hold,
+                workload=workload,
+                tags=clean_tags if tags is not None else None,
+                actor=actor,
+                now=now,
             )
         if quote is not None:
             if quote.customer_id != customer.pk:
@@ -266,12 +280,23 @@ def lease_create(
             )
         )
         return _lease_from_request(
-            customer=customer, request=request, workload=workload, actor=actor, now=now
+            customer=customer,
+            request=request,
+            workload=workload,
+            tags=clean_tags,
+            actor=actor,
+            now=now,
         )
 
 
 def _lease_from_request(
-    *, customer: Organization, request: LeaseRequest, workload: str, actor: str, now: datetime
+    *,
+    customer: Organization,
+    request: LeaseRequest,
+    workload: str,
+    tags: Tags,
+    actor: str,
+    now: datetime,
 ) -> Lease:
     interruptible = request.pricing_mode == PricingMode.INTERRUPTIBLE
     placement = place(
@@ -294,6 +319,7 @@ def _lease_from_request(
         placement=placement.placement,
         hold=None,
         workload=workload,
+        tags=tags,
         actor=actor,
         now=now,
     )
@@ -335,7 +361,13 @@ def _lease_from_request(
 
 
 def _lease_from_hold(
-    *, customer: Organization, hold: Hold, workload: str, actor: str, now: datetime
+    *,
+    customer: Organization,
+    hold: Hold,
+    workload: str,
+    tags: Tags | None,
+    actor: str,
+    now: datetime,
 ) -> Lease:
     hold = hold_lock(hold)
     if hold.customer_id != customer.pk:
@@ -362,6 +394,7 @@ def _lease_from_hold(
         placement="single_node" if node_count == 1 else "multi_node",
         hold=hold,
         workload=workload,
+        tags=hold.tags if tags is None else tags,
         actor=actor,
         now=now,
     )

@@ -111,6 +111,9 @@ class SlaOfferingSerializer(serializers.ModelSerializer[SlaOffering]):
     nodes = serializers.SerializerMethodField()
     price_per_million_input_tokens = DecimalString()
     price_per_million_output_tokens = DecimalString()
+    price_per_million_cached_input_tokens = DecimalString(allow_null=True)
+    batch_price_per_million_input_tokens = DecimalString(allow_null=True)
+    batch_price_per_million_output_tokens = DecimalString(allow_null=True)
     availability_slo_pct = DecimalString()
 
     class Meta:
@@ -121,6 +124,10 @@ class SlaOfferingSerializer(serializers.ModelSerializer[SlaOffering]):
             "served_model_name",
             "price_per_million_input_tokens",
             "price_per_million_output_tokens",
+            "price_per_million_cached_input_tokens",
+            "batch_price_per_million_input_tokens",
+            "batch_price_per_million_output_tokens",
+            "batch_completion_hours",
             "currency",
             "availability_slo_pct",
             "ttft_p95_ms",
@@ -144,6 +151,16 @@ class _SlaTermsSerializer(StrictInputSerializer):
     served_model_name = serializers.CharField(max_length=120)
     price_per_million_input_tokens = RateField()
     price_per_million_output_tokens = RateField()
+    price_per_million_cached_input_tokens = RateField(
+        required=False, allow_null=True, help_text="Prompt-cache hits; null: billed as input."
+    )
+    batch_price_per_million_input_tokens = RateField(
+        required=False, allow_null=True, help_text="Batch tier (with the output price and hours)."
+    )
+    batch_price_per_million_output_tokens = RateField(required=False, allow_null=True)
+    batch_completion_hours = serializers.IntegerField(
+        min_value=1, max_value=8760, required=False, allow_null=True
+    )
     currency = CurrencyField()
     availability_slo_pct = serializers.DecimalField(max_digits=6, decimal_places=3)
     ttft_p95_ms = serializers.IntegerField(min_value=0, max_value=2147483647)

@@ -11,6 +11,7 @@ from accounts.models import Organization
 from contracts.models import AcceptanceRun
 from core.api.fields import DecimalString
 from core.api.serializers import StrictInputSerializer
+from core.tags import TAGS_HELP
 from leasing.choices import PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
 
@@ -77,6 +78,11 @@ class HoldInputSerializer(WindowInputSerializer):
     offer = serializers.IntegerField(required=False)
     gpu_count = serializers.IntegerField(min_value=1, max_value=10_000, required=False)
     start = serializers.DateTimeField(required=False)
+    tags = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        help_text=TAGS_HELP,
+    )
 
 
 class LeaseInputSerializer(HoldInputSerializer):
@@ -109,6 +115,7 @@ class HoldSerializer(serializers.ModelSerializer[Hold]):
             "term_months",
             "status",
             "expires_at",
+            "tags",
             "created_at",
             "allocations",
         ]
@@ -175,6 +182,7 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
             "status",
             "placement",
             "workload",
+            "tags",
             "billing_start",
             "ended_at",
             "gpus_ready_at",

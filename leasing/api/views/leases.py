@@ -142,7 +142,11 @@ class HoldViewSet(
             request_from_quote(quote) if quote is not None else _window_request(data, self.caller)
         )
         hold = hold_create(
-            customer=customer, request=lease_request, quote=quote, actor=_actor(request)
+            customer=customer,
+            request=lease_request,
+            quote=quote,
+            tags=data.get("tags"),
+            actor=_actor(request),
         )
         hold = self.get_queryset().get(pk=hold.pk)
         return Response(HoldSerializer(hold).data, status=status.HTTP_201_CREATED)
@@ -179,23 +183,25 @@ class LeaseViewSet(
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         workload = data.get("workload", Workload.UNSPECIFIED)
+        tags = data.get("tags")
         if data.get("hold"):
             hold = Hold.objects.filter(pk=data["hold"], customer=customer).first()
             if hold is None:
                 raise NotFound("No such hold.", code="hold_not_found")
             lease = lease_create(
-                customer=customer, hold=hold, workload=workload, actor=_actor(request)
+                customer=customer, hold=hold, workload=workload, tags=tags, actor=_actor(request)
             )
         elif data.get("quote"):
             quote = _own_quote(data["quote"], customer)
             lease = lease_create(
-                customer=customer, quote=quote, workload=workload, actor=_actor(request)
+                customer=customer, quote=quote, workload=workload, tags=tags, actor=_actor(request)
             )
         else:
             lease = lease_create(
                 customer=customer,
                 request=_window_request(data, self.caller),
                 workload=workload,
+                tags=tags,
                 actor=_actor(request),
             )
         return Response(
