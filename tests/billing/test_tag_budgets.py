@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.db import IntegrityError, transaction
 
 from accounts.models import Organization
 from billing.models import Budget, Invoice
@@ -85,6 +86,8 @@ def test_a_tag_budget_counts_its_teams_share_and_crosses_50_80_100_while_the_oth
             BUDGETS, {**tag_budget(tag_key=None, tag_value=None), "amount": "1000"}, format="json"
         )
         assert whole.json()["spend"] == "104.00"
+        tagged = client.get(BUDGETS, {"tag_key": "team"}).json()["results"]
+        assert [row["id"] for row in tagged] == [body["id"]]
         # More of team b (2 events, 16.00) moves nothing.
         spend(provider, contract, count=2, at=JUNE_15, prefix="b2", **TEAM_B)
         assert budgets_evaluate(organization_ids=[customer.pk]) == 0
@@ -210,4 +213,22 @@ def test_a_budget_for_a_contract_and_a_tag_is_400(
     contract = token_contract(provider, customer)
     response = client_for(customer).post(BUDGETS, tag_budget(contract=contract.pk), format="json")
     assert (response.status_code, response.json()["code"]) == (400, "scope_conflict")
+    assert not Budget.objects.exists()
+
+
+@pytest.mark.parametrize(("key", "value"), [("Team", "a"), ("team", " a"), ("team", "a;b")])
+def test_the_database_refuses_a_tag_budget_outside_the_tag_rules(
+    customer: Organization, key: str, value: str
+):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Budget.objects.create(
+            organization=customer,
+            name="Raw",
+            amount=Decimal(10),
+            currency="USD",
+            thresholds=[100],
+            action="alert",
+            tag_key=key,
+            tag_value=value,
+        )
     assert not Budget.objects.exists()
