@@ -6,6 +6,7 @@ from inventory.models.assets import Gpu, Node, Outage, Site
 from inventory.models.base import TsTzRange, history_user
 from inventory.models.catalog import GpuModel
 from inventory.models.market import IndexFixing, IndexSource, MarketPrice
+from inventory.models.marketplace import MarketplaceFixing
 
 __all__ = [
     "Gpu",
@@ -13,6 +14,7 @@ __all__ = [
     "IndexFixing",
     "IndexSource",
     "MarketPrice",
+    "MarketplaceFixing",
     "Node",
     "Outage",
     "Site",

@@ -17,6 +17,10 @@ from inventory.services.market import (
     market_price_errors,
     market_prices_record,
 )
+from inventory.services.marketplace_index import (
+    MarketplaceFixingsComputed,
+    marketplace_fixings_record,
+)
 from inventory.services.nodes import node_create, node_delete, node_update
 from inventory.services.outages import (
     outage_check,
@@ -31,6 +35,7 @@ __all__ = [
     "ImportResult",
     "ImportedNode",
     "MarketPricesRecorded",
+    "MarketplaceFixingsComputed",
     "gpu_health_set",
     "gpu_update",
     "index_fixings_compute",
@@ -38,6 +43,7 @@ __all__ = [
     "index_source_update",
     "market_price_errors",
     "market_prices_record",
+    "marketplace_fixings_record",
     "node_create",
     "node_delete",
     "node_update",

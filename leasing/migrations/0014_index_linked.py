@@ -1,0 +1,37 @@
+"""The beat schedule of the marketplace index, stored in the database so operators can edit it.
+
+Daily at 00:20 UTC, `leasing.fix_marketplace_index` fixes the marketplace index of the day that
+just ended from its executed leases: after the external index (00:10), which it falls back to
+on a day with too few trades, and before contracts reset their index-linked rates (00:40).
+"""
+
+from django.db import migrations
+
+NAME = "Marketplace index: fix the previous day"
+
+
+def create_schedule(apps, schema_editor):
+    CrontabSchedule = apps.get_model("django_celery_beat", "CrontabSchedule")
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    daily, _ = CrontabSchedule.objects.get_or_create(
+        minute="20", hour="0", day_of_week="*", day_of_month="*", month_of_year="*", timezone="UTC"
+    )
+    PeriodicTask.objects.get_or_create(
+        name=NAME,
+        defaults={"task": "leasing.fix_marketplace_index", "crontab": daily, "queue": "default"},
+    )
+
+
+def remove_schedule(apps, schema_editor):
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    PeriodicTask.objects.filter(name=NAME).delete()
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("leasing", "0012_preemptions_schedule"),
+        ("inventory", "0007_marketplace_index"),
+        ("django_celery_beat", "0019_alter_periodictasks_options"),
+    ]
+
+    operations = [migrations.RunPython(create_schedule, remove_schedule)]
