@@ -124,9 +124,9 @@ def acceptance_runs_with_relations() -> QuerySet[AcceptanceRun]:
     )
 
 
-# The contract's rate schedule: its base rate, then price steps. A hardware replacement prices
-# only the swapped GPU (its allocation's own rate), never the contract.
-RATE_EVENT_KINDS = (EventKind.PRICE_STEP,)
+# The contract's rate schedule: its base rate, then price steps or index-linked resets. A
+# hardware replacement prices only the swapped GPU (its allocation's own rate), never the contract.
+RATE_EVENT_KINDS = (EventKind.PRICE_STEP, EventKind.INDEX_RESET)
 
 
 def applied_price_steps(contract: Contract) -> list[engine.AppliedStep]:

@@ -7,6 +7,7 @@ the modules of this package import each other directly.
 - acceptance: acceptance runs, the lessor's claims and their answers (confirm, dispute, an
   operator's decision, silence), and rejection after a failed acceptance
 - price_steps: generational price steps from market facts
+- index_resets: index-linked rate resets from the marketplace index
 - exit: termination quotes, notice, ending what is due, hardware replacement, insolvency
 """
 
@@ -26,6 +27,11 @@ from contracts.services.exit import (
     contract_termination_quote,
     contracts_end_due,
 )
+from contracts.services.index_resets import (
+    contract_index_resets_apply,
+    contracts_apply_index_resets,
+    index_fixing_facts,
+)
 from contracts.services.lifecycle import (
     AMENDABLE_FIELDS,
     contract_activate,
@@ -44,6 +50,9 @@ from contracts.services.price_steps import (
 )
 
 __all__ = [
+    "contract_index_resets_apply",
+    "contracts_apply_index_resets",
+    "index_fixing_facts",
     "AMENDABLE_FIELDS",
     "acceptance_claim_confirm",
     "acceptance_claim_dispute",
