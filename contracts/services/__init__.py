@@ -50,9 +50,6 @@ from contracts.services.price_steps import (
 )
 
 __all__ = [
-    "contract_index_resets_apply",
-    "contracts_apply_index_resets",
-    "index_fixing_facts",
     "AMENDABLE_FIELDS",
     "acceptance_claim_confirm",
     "acceptance_claim_dispute",
@@ -64,6 +61,7 @@ __all__ = [
     "contract_amend",
     "contract_create",
     "contract_flag_insolvency",
+    "contract_index_resets_apply",
     "contract_price_steps_apply",
     "contract_reject_at_acceptance",
     "contract_replace_hardware",
@@ -71,10 +69,12 @@ __all__ = [
     "contract_status_advance",
     "contract_termination_quote",
     "contract_transition",
+    "contracts_apply_index_resets",
     "contracts_end_due",
     "contracts_reevaluate_price_steps",
     "decision_record",
     "event_record",
+    "index_fixing_facts",
     "json_value",
     "price_step_facts",
 ]
