@@ -17,16 +17,15 @@ from django.utils import timezone
 from accounts.models import Organization
 from contracts.choices import ContractStatus
 from contracts.models import Contract
-from contracts.services import contract_activate, contract_create
 from core.errors import Conflict, ValidationFailed
 from core.text import counted
-from inventory.selectors import index_fixing_rate
 from leasing.admission import Admission, admit
 from leasing.choices import (
     HoldStatus,
     LeaseEventKind,
     LeaseStatus,
     OfferStatus,
+    PriceBasis,
     PricingMode,
     Workload,
 )
@@ -43,6 +42,7 @@ from leasing.services.allocation import (
 )
 from leasing.services.changes import allocations_preempt
 from leasing.services.history import hold_status_advance, lease_event_record
+from leasing.services.lease_contracts import lease_contract_create
 
 # A window may start a little in the past: clocks differ and requests take time.
 START_SKEW = timedelta(minutes=5)
@@ -125,34 +125,6 @@ def request_from_quote(quote: Quote, *, now: datetime | None = None) -> LeaseReq
 # ---------------------------------------------------------------- leases
 
 
-def _lease_contract(
-    *, customer: Organization, request: LeaseRequest, rate: Decimal, actor: str, now: datetime
-) -> Contract:
-    """The lease's contract, frozen from the offer's template at this moment."""
-    offer = request.offer
-    contract = contract_create(
-        lessor=offer.provider,
-        lessee=customer,
-        term_start=request.start,
-        term_end=request.end,
-        currency=offer.currency,
-        pricing_basis="card_hour",
-        base_rate_per_gpu_hour=rate,
-        committed_gpus=request.gpu_count,
-        leased_model_slug=offer.gpu_model.slug,
-        reference_market_rate=index_fixing_rate(
-            gpu_model_slug=offer.gpu_model.slug,
-            day=request.start.date(),
-            currency=offer.currency,
-            term="on_demand",
-        ),
-        clauses=offer.contract_template,
-        actor=actor,
-        at=now,
-    )
-    return contract_activate(contract=contract, actor=actor, at=max(now, request.start))
-
-
 def _lease_row(
     *,
     customer: Organization,
@@ -229,14 +201,22 @@ def lease_create(
     hold: Hold | None = None,
     quote: Quote | None = None,
     workload: str = Workload.UNSPECIFIED,
+    price_basis: str = PriceBasis.FIXED,
     actor: str,
     now: datetime | None = None,
 ) -> Lease:
     """Lease from a hold, a quote, or an offer + count + window; creates the contract too.
 
     `workload` (training, inference or unspecified) is set here once; nothing changes it later.
+    `price_basis` "index_linked" takes the offer's index-linked option instead of the fixed rate.
     """
     now = now or timezone.now()
+    if price_basis not in PriceBasis.values:
+        raise ValidationFailed(
+            f"price_basis is one of {', '.join(PriceBasis.values)}.",
+            code="invalid_price_basis",
+            detail={"field": "price_basis"},
+        )
     if workload not in Workload.values:
         raise ValidationFailed(
             f"workload is one of {', '.join(Workload.values)}.",
@@ -247,7 +227,12 @@ def lease_create(
     with transaction.atomic():
         if hold is not None:
             return _lease_from_hold(
-                customer=customer, hold=hold, workload=workload, actor=actor, now=now
+                customer=customer,
+                hold=hold,
+                workload=workload,
+                price_basis=price_basis,
+                actor=actor,
+                now=now,
             )
         if quote is not None:
             if quote.customer_id != customer.pk:
@@ -266,12 +251,23 @@ def lease_create(
             )
         )
         return _lease_from_request(
-            customer=customer, request=request, workload=workload, actor=actor, now=now
+            customer=customer,
+            request=request,
+            workload=workload,
+            price_basis=price_basis,
+            actor=actor,
+            now=now,
         )
 
 
 def _lease_from_request(
-    *, customer: Organization, request: LeaseRequest, workload: str, actor: str, now: datetime
+    *,
+    customer: Organization,
+    request: LeaseRequest,
+    workload: str,
+    price_basis: str,
+    actor: str,
+    now: datetime,
 ) -> Lease:
     interruptible = request.pricing_mode == PricingMode.INTERRUPTIBLE
     placement = place(
@@ -285,7 +281,14 @@ def _lease_from_request(
     rate, _ = rate_for(
         offer_prices(request.offer), mode=request.pricing_mode, term_months=request.term_months
     )
-    contract = _lease_contract(customer=customer, request=request, rate=rate, actor=actor, now=now)
+    contract, rate = lease_contract_create(
+        customer=customer,
+        request=request,
+        rate=rate,
+        actor=actor,
+        now=now,
+        price_basis=price_basis,
+    )
     lease = _lease_row(
         customer=customer,
         request=request,
@@ -335,7 +338,13 @@ def _lease_from_request(
 
 
 def _lease_from_hold(
-    *, customer: Organization, hold: Hold, workload: str, actor: str, now: datetime
+    *,
+    customer: Organization,
+    hold: Hold,
+    workload: str,
+    price_basis: str,
+    actor: str,
+    now: datetime,
 ) -> Lease:
     hold = hold_lock(hold)
     if hold.customer_id != customer.pk:
@@ -352,7 +361,14 @@ def _lease_from_hold(
     rate, _ = rate_for(
         offer_prices(hold.offer), mode=hold.pricing_mode, term_months=hold.term_months
     )
-    contract = _lease_contract(customer=customer, request=request, rate=rate, actor=actor, now=now)
+    contract, rate = lease_contract_create(
+        customer=customer,
+        request=request,
+        rate=rate,
+        actor=actor,
+        now=now,
+        price_basis=price_basis,
+    )
     node_count = len({allocation.node_id for allocation in allocations})
     lease = _lease_row(
         customer=customer,

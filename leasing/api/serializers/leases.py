@@ -11,7 +11,7 @@ from accounts.models import Organization
 from contracts.models import AcceptanceRun
 from core.api.fields import DecimalString
 from core.api.serializers import StrictInputSerializer
-from leasing.choices import PricingMode, Workload
+from leasing.choices import PriceBasis, PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
 
 
@@ -87,6 +87,11 @@ class LeaseInputSerializer(HoldInputSerializer):
         choices=Workload.choices,
         required=False,
         help_text="training, inference or unspecified (the default); set once, at creation.",
+    )
+    price_basis = serializers.ChoiceField(
+        choices=PriceBasis.choices,
+        required=False,
+        help_text="fixed (the default) or index_linked: the offer's index-linked option.",
     )
 
 
