@@ -9,8 +9,7 @@ day exists yet, the reset waits (the rate in force stays) and a later run record
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,58 +19,10 @@ from contracts.choices import LIVE_STATUSES, ClauseKind, EventKind, PricingBasis
 from contracts.locks import contract_lock
 from contracts.models import Contract, ContractEvent
 from contracts.schemas import IndexLinked
-from contracts.selectors import contract_terms
+from contracts.selectors import contract_terms, index_fixing_facts
 from contracts.services.lifecycle import decision_record
-from inventory import selectors as inventory_selectors
-from inventory.models import MarketplaceFixing
 
 ACTOR = "system:index-resets"
-
-
-def _fact(named_day: date, row: MarketplaceFixing) -> engine.IndexFixingFact:
-    assert row.rate is not None  # callers pass fixings with a rate only
-    return engine.IndexFixingFact(
-        named_day=named_day,
-        day=row.day,
-        rate=row.rate,
-        fixing_id=row.pk,
-        basis=row.basis,
-        trade_count=row.trade_count,
-    )
-
-
-def index_fixing_facts(
-    *,
-    gpu_model_slug: str,
-    clause: IndexLinked,
-    currency: str,
-    named_days: Iterable[date],
-    wait_for_named_day: bool = True,
-) -> dict[date, engine.IndexFixingFact | None]:
-    """The fixing in force on each named day (None: none yet, or none with a rate ever).
-
-    With `wait_for_named_day` (resets) a day not fixed yet, with no later fixing either, is
-    left out so that the reset waits for it; the backtest reads history as it stands.
-    """
-    days = sorted(set(named_days))
-    if not days:
-        return {}
-    rows = inventory_selectors.marketplace_fixing_series(
-        gpu_model_slug=gpu_model_slug,
-        mode=clause.index_mode,
-        currency=currency,
-        start=date.min,
-        end=max(days) if not wait_for_named_day else date.max,
-    )
-    last_day = rows[-1].day if rows else None
-    facts: dict[date, engine.IndexFixingFact | None] = {}
-    priced = [row for row in rows if row.rate is not None]
-    for named in days:
-        if wait_for_named_day and (last_day is None or last_day < named):
-            continue
-        in_force = [row for row in priced if row.day <= named]
-        facts[named] = _fact(named, in_force[-1]) if in_force else None
-    return facts
 
 
 @transaction.atomic

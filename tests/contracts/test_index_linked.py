@@ -285,3 +285,101 @@ def test_resets_are_recorded_once_by_the_nightly_task_and_wait_for_their_fixing(
     assert event.dedupe_key == "index_reset:2027-01-01T00:00:00+00:00"
     task = PeriodicTask.objects.get(task="contracts.apply_index_resets")
     assert (task.crontab.minute, task.crontab.hour, task.queue) == ("40", "0", "default")
+
+
+# ------------------------------------------------------------------ the backtest
+
+BACKTEST = "/api/v1/contracts/{}/index-backtest/"
+
+
+def twelve_fixings() -> None:
+    fix(date(2027, 6, 29), "1.90")
+    for _, named, fixing, _ in MONTHS:
+        fix(named, fixing)
+
+
+@pytest.mark.django_db
+def test_the_backtest_prices_past_months_under_the_clause_against_the_fixed_rate(
+    provider, customer, client_for
+):
+    contract = index_linked_lease(provider, customer).contract
+    twelve_fixings()
+    url = BACKTEST.format(contract.pk)
+    response = client_for(customer).get(url, {"from": "2027-01-01", "to": "2027-04-01"})
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    # 2 GPUs around the clock; the fixed alternative is the contract's rate at signing, 2.40.
+    #   January  2 x 744 = 1,488 GPU-hours x 2.42 = 3,600.96   (fixed x 2.40 = 3,571.20)
+    #   February 2 x 672 = 1,344 GPU-hours x 2.20 = 2,956.80   (fixed 3,225.60)
+    #   March    2 x 744 = 1,488 GPU-hours x 1.98 = 2,946.24   (fixed 3,571.20)
+    assert [(m["rate"], m["index_cost"], m["fixed_cost"]) for m in body["months"]] == [
+        ("2.420000", "3600.96", "3571.20"),
+        ("2.200000", "2956.80", "3225.60"),
+        ("1.980000", "2946.24", "3571.20"),
+    ]
+    assert (body["index_total"], body["fixed_total"], body["difference"]) == (
+        "9504.00",
+        "10368.00",
+        "-864.00",
+    )
+    assert body["months"][1]["named_day"] == "2027-01-31"
+    assert body["months"][1]["fixing"]["rate"] == "2.000000"
+    assert body["fixed_rate"] == "2.400000" and body["priced_months"] == 3
+    assert "864.00 less than 10368.00" in body["explanation"]
+    # The lessor reads the same answer.
+    assert client_for(provider).get(url, {"from": "2027-01-01", "to": "2027-04-01"}).json() == body
+
+
+@pytest.mark.django_db
+def test_floor_cap_and_months_before_any_fixing_in_the_backtest(provider, customer, client_for):
+    contract = index_linked_lease(provider, customer).contract
+    twelve_fixings()
+    client = client_for(customer)
+    url = BACKTEST.format(contract.pk)
+    body = client.get(url, {"from": "2026-12-01", "to": "2027-02-01"}).json()
+    december, january = body["months"]
+    assert december["fixing"] is None and december["rate"] is None  # 2026-11-30: no fixing yet
+    assert december["index_cost"] is None and january["rate"] == "2.420000"
+    assert body["priced_months"] == 1
+    # Both totals cover the priced month only: 1,488 x 2.42 and 1,488 x 2.40.
+    assert (body["index_total"], body["fixed_total"]) == ("3600.96", "3571.20")
+    body = client.get(url, {"from": "2027-04-01", "to": "2027-05-01"}).json()
+    assert body["months"][0]["rate"] == "1.800000"
+    assert body["months"][0]["unbounded_rate"] == "1.760000"
+    body = client.get(url, {"from": "2027-10-15", "to": "2027-11-01"}).json()
+    # Half a month (17 days from the 15th): 2 x 408 = 816 GPU-hours at the 2.60 cap = 2,121.60.
+    assert body["months"][0]["rate"] == "2.600000"
+    assert body["months"][0]["index_cost"] == "2121.60"
+
+
+@pytest.mark.django_db
+def test_the_backtest_is_for_the_parties_only_and_bad_input_gets_codes(
+    provider, customer, other_customer, client_for
+):
+    contract = index_linked_lease(provider, customer).contract
+    url = BACKTEST.format(contract.pk)
+    client = client_for(customer)
+    assert client_for(other_customer).get(url, {"from": "2027-01-01"}).status_code == 404
+    for params, status, code in (
+        ({"from": "2027-02-30", "to": "2027-04-01"}, 400, "invalid_date"),
+        ({"to": "2027-04-01"}, 400, "required"),
+        ({"from": "2027-04-01", "to": "2027-04-01"}, 400, "invalid_window"),
+        ({"from": "2000-01-01", "to": "2027-04-01"}, 400, "window_too_long"),
+        ({"from": "2027-01-01", "to": "2027-04-01", "gpus": "4"}, 400, "unknown_query_parameter"),
+        ({"from": "2027-01-01", "to": "2027-04-01"}, 422, "index_no_fixings"),
+    ):
+        response = client.get(url, params)
+        assert (response.status_code, response.json()["code"]) == (status, code), params
+    with time_machine.travel(utc(2026, 12, 20), tick=False):
+        plain = make_offer(provider)
+        fixed = lease_create(
+            customer=customer,
+            request=request_build(
+                offer=plain, gpu_count=1, start=utc(2027, 1, 1), end=utc(2027, 2, 1)
+            ),
+            actor="customer",
+        )
+    response = client.get(
+        BACKTEST.format(fixed.contract.pk), {"from": "2027-01-01", "to": "2027-02-01"}
+    )
+    assert (response.status_code, response.json()["code"]) == (422, "not_index_linked")
