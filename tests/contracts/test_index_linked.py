@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import time_machine
@@ -383,3 +384,43 @@ def test_the_backtest_is_for_the_parties_only_and_bad_input_gets_codes(
         BACKTEST.format(fixed.contract.pk), {"from": "2027-01-01", "to": "2027-02-01"}
     )
     assert (response.status_code, response.json()["code"]) == (422, "not_index_linked")
+
+
+# ------------------------------------------------------------------ admin
+
+
+@pytest.mark.django_db
+def test_the_contract_admin_charts_the_fixings_with_floor_cap_and_resets(
+    provider, customer, client, admin_user
+):
+    contract = index_linked_lease(provider, customer).contract
+    twelve_fixings()
+    with time_machine.travel(utc(2027, 6, 1, 1), tick=False):
+        apply_index_resets()
+        client.force_login(admin_user)
+        page = client.get(f"/admin/contracts/contract/{contract.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    start = html.index("<svg", html.index('id="index-linked-chart"'))
+    svg = ElementTree.fromstring(html[start : html.index("</svg>", start) + len("</svg>")])
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    assert 'id="index-linked-chart"' in html
+    assert svg.find("svg:line[@class='floor']", ns).get("data-value") == "1.80"
+    assert svg.find("svg:line[@class='cap']", ns).get("data-value") == "2.60"
+    # Fixings from a month before the term to the page's day: 2026-12-31 to 2027-05-31.
+    fixings = [c.get("data-value") for c in svg.findall("svg:circle[@class='fixing']", ns)]
+    assert fixings == ["2.200000", "2.000000", "1.800000", "1.600000", "1.500000", "1.700000"]
+    resets = [r.get("data-value") for r in svg.findall("svg:rect[@class='reset']", ns)]
+    assert resets == ["2.420000", "2.200000", "1.980000", "1.800000", "1.800000", "1.870000"]
+    other = make_offer(provider)
+    with time_machine.travel(utc(2026, 12, 20), tick=False):
+        plain = lease_create(
+            customer=customer,
+            request=request_build(
+                offer=other, gpu_count=1, start=utc(2027, 1, 1), end=utc(2027, 2, 1)
+            ),
+            actor="customer",
+        )
+    client.force_login(admin_user)
+    page = client.get(f"/admin/contracts/contract/{plain.contract.pk}/change/")
+    assert page.status_code == 200 and "index-linked-chart" not in page.content.decode()
