@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import ApiKey, Organization
-from inventory.models import MarketPrice, Node
+from inventory.models import MarketplaceFixing, MarketPrice, Node
 from leasing.models import Lease, Offer, PreemptionNotice
 from webhooks.models import Delivery, WebhookEndpoint
 
@@ -31,6 +31,10 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
     statuses = set(Lease.objects.values_list("status", flat=True))
     assert statuses == {"active", "pending_acceptance", "ended", "cancelled"}
     assert PreemptionNotice.objects.count() == 1
+    # An index-linked lease, on the marketplace index the demo fixes for the last week.
+    linked = Lease.objects.get(contract__clauses__kind="index_linked")
+    assert linked.offer.index_linked_terms is not None
+    assert MarketplaceFixing.objects.filter(gpu_model=linked.offer.gpu_model).exists()
     interruptible = Lease.objects.get(pricing_mode="interruptible")
     assert interruptible.allocations.filter(ended_reason="preempted").count() == 4
 
@@ -45,6 +49,7 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
         Offer.objects.count(),
         Node.objects.count(),
         ApiKey.objects.count(),
+        MarketplaceFixing.objects.count(),
     )
     seed()
     assert (
@@ -53,4 +58,5 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
         Offer.objects.count(),
         Node.objects.count(),
         ApiKey.objects.count(),
+        MarketplaceFixing.objects.count(),
     ) == counts
