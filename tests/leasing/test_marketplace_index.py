@@ -293,3 +293,18 @@ def test_the_endpoint_publishes_history_methodology_and_trades_to_every_caller(
     assert client.get(MARKETPLACE, {"mode": "weekly"}).status_code == 400
     # The external index keeps its own list.
     assert client.get("/api/v1/indices/").json()["results"][0]["methodology"] == "cardhour-index/1"
+
+
+def test_the_admin_shows_a_fixing_its_trades_and_its_recomputation(
+    client_for, provider, customer, time_machine, admin_client
+):
+    five_trades(client_for, provider, customer, time_machine)
+    marketplace_index_compute(day=DAY, now=at(DAY + timedelta(days=1), 1))
+    fixing = MarketplaceFixing.objects.get()
+    time_machine.move_to(at(DAY + timedelta(days=1), 2))
+    listing = admin_client.get("/admin/inventory/marketplacefixing/")
+    assert listing.status_code == 200 and "2.428947" in listing.content.decode()
+    page = admin_client.get(f"/admin/inventory/marketplacefixing/{fixing.pk}/change/")
+    assert page.status_code == 200
+    assert "trades 2.428947 (matches)" in page.content.decode()
+    assert admin_client.post("/admin/inventory/marketplacefixing/add/").status_code == 403
