@@ -251,6 +251,20 @@ def test_the_database_refuses_to_change_a_fixing_or_a_rate_that_does_not_fit_its
         MarketplaceFixing.objects.filter(pk=fixing.pk).update(rate=Decimal(9))
     with pytest.raises(IntegrityError), transaction.atomic():
         MarketplaceFixing.objects.filter(pk=fixing.pk).delete()
+    with pytest.raises(IntegrityError), transaction.atomic():  # one per model, mode and day
+        MarketplaceFixing.objects.create(
+            gpu_model=fixing.gpu_model,
+            mode=fixing.mode,
+            currency="USD",
+            day=DAY,
+            basis="none",
+            methodology="x",
+            trade_count=0,
+            gpu_hours=0,
+            inputs={},
+            explanation="x",
+            computed_at=fixing.computed_at,
+        )
     with pytest.raises(IntegrityError), transaction.atomic():
         MarketplaceFixing.objects.create(
             gpu_model=fixing.gpu_model,
