@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from datetime import date, datetime
 from decimal import Decimal
@@ -214,12 +215,13 @@ def index_fixing_facts(
     )
     last_day = rows[-1].day if rows else None
     facts: dict[date, engine.IndexFixingFact | None] = {}
-    priced = [row for row in rows if row.rate is not None]
+    priced = [row for row in rows if row.rate is not None]  # oldest first
+    priced_days = [row.day for row in priced]
     for named in days:
         if wait_for_named_day and (last_day is None or last_day < named):
             continue
-        in_force = [row for row in priced if row.day <= named]
-        facts[named] = _fact(named, in_force[-1]) if in_force else None
+        position = bisect_right(priced_days, named)  # fixings on or before the named day
+        facts[named] = _fact(named, priced[position - 1]) if position else None
     return facts
 
 
