@@ -8,6 +8,7 @@ with pydantic (billing.schemas). Stored amounts are answered at the currency's m
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from rest_framework import serializers
@@ -20,6 +21,7 @@ from billing.models import (
     InvoiceStatus,
     LedgerAccount,
     LedgerEntry,
+    LineKind,
     UsageRollup,
     UsageStatus,
 )
@@ -27,6 +29,7 @@ from billing.rating import LineDraft
 from billing.services.ingest import MAX_EVENTS_PER_BATCH
 from contracts.api.serializers import EventRefSerializer
 from core.api.fields import MinorUnitMixin, MoneyField
+from core.money import round_money
 
 # ---------------------------------------------------------------- invoices
 
@@ -67,6 +70,9 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
     issuer_slug = serializers.CharField(source="issuer.slug", read_only=True)
     customer_slug = serializers.CharField(source="customer.slug", read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
+    drawn_from_balance = serializers.SerializerMethodField(
+        help_text="What the prepaid balance paid (the `balance_draw` lines), as a positive amount."
+    )
     pdf_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -90,6 +96,7 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
             "tax",
             "total",
             "credited_total",
+            "drawn_from_balance",
             "issued_at",
             "due_at",
             "paid_at",
@@ -100,6 +107,14 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
             "lines",
         ]
         read_only_fields = fields
+
+    def get_drawn_from_balance(self, invoice: Invoice) -> str:
+        """From the prefetched lines: no query per invoice."""
+        drawn = -sum(
+            (line.amount for line in invoice.lines.all() if line.kind == LineKind.BALANCE_DRAW),
+            Decimal(0),
+        )
+        return str(round_money(drawn, invoice.currency))
 
     def get_pdf_url(self, invoice: Invoice) -> str | None:
         """Where to download the PDF (issued invoices only)."""
@@ -325,6 +340,12 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
     refund = serializers.IntegerField(
         source="transaction.refund_id", read_only=True, allow_null=True
     )
+    payout = serializers.IntegerField(
+        source="transaction.payout_id", read_only=True, allow_null=True
+    )
+    credit_grant = serializers.IntegerField(
+        source="transaction.credit_grant_id", read_only=True, allow_null=True
+    )
     reverses = serializers.IntegerField(
         source="transaction.reverses_id", read_only=True, allow_null=True
     )
@@ -346,6 +367,8 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
             "invoice_line",
             "credit_note",
             "refund",
+            "payout",
+            "credit_grant",
             "reverses",
             "explanation",
         ]

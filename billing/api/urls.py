@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
     BalanceViewSet,
     CreditNoteViewSet,
@@ -10,6 +11,12 @@ from billing.api.views import (
     StripeWebhookView,
     UsageEventViewSet,
     UsageRollupViewSet,
+)
+from billing.api.views_funds import (
+    BurnDownViewSet,
+    CreditGrantViewSet,
+    FundsPolicyViewSet,
+    TopUpViewSet,
 )
 from core.api.routers import Router
 
@@ -20,6 +27,11 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
 router.register("balances", BalanceViewSet, basename="balance")
 router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
+router.register("payout-statements", ProviderStatementViewSet, basename="payout-statement")
+router.register("credit-grants", CreditGrantViewSet, basename="credit-grant")
+router.register("top-ups", TopUpViewSet, basename="top-up")
+router.register("burn-down", BurnDownViewSet, basename="burn-down")
+router.register("funds-policies", FundsPolicyViewSet, basename="funds-policy")
 
 urlpatterns = [
     *router.urls,

@@ -119,6 +119,12 @@ class TransactionKind(models.TextChoices):
     INVOICE_VOIDED = "invoice_voided", "Invoice voided (reversal)"
     CREDIT_NOTE_ISSUED = "credit_note_issued", "Credit note issued"
     REFUND_ISSUED = "refund_issued", "Refund paid out"
+    PAYOUT_SENT = "payout_sent", "Payout made (payable to in transit)"
+    PAYOUT_PAID = "payout_paid", "Payout paid (in transit to cash)"
+    PAYOUT_FAILED = "payout_failed", "Payout failed (reversal)"
+    TOP_UP_RECEIVED = "top_up_received", "Top-up received"
+    GRANT_ISSUED = "grant_issued", "Promotional credit granted"
+    GRANT_EXPIRED = "grant_expired", "Grant expired (unused rest taken back)"
 
 
 class Refund(models.Model):
@@ -165,6 +171,20 @@ class LedgerTransaction(models.Model):
     )
     refund = models.ForeignKey(
         Refund, null=True, blank=True, on_delete=models.PROTECT, related_name="ledger_postings"
+    )
+    payout = models.ForeignKey(
+        "billing.Payout",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="ledger_postings",
+    )
+    credit_grant = models.ForeignKey(
+        "billing.CreditGrant",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="ledger_postings",
     )
     reverses = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by"

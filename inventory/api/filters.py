@@ -9,6 +9,7 @@ from django.db.models import Q, QuerySet
 
 from core.api.filters import IsoDateTimeFilter
 from inventory.choices import (
+    AttentionKind,
     FixingStatus,
     FormFactor,
     GpuHealth,
@@ -18,6 +19,7 @@ from inventory.choices import (
     NodeStatus,
     OutageCause,
     OutageKind,
+    Precision,
     PriceTerm,
     SiteTier,
     Vendor,
@@ -27,6 +29,7 @@ from inventory.models import (
     GpuModel,
     IndexFixing,
     IndexSource,
+    LlmModel,
     MarketplaceFixing,
     MarketPrice,
     Node,
@@ -52,6 +55,22 @@ class GpuModelFilter(filters.FilterSet):
             "dense_fp8_tflops": ["gte", "lte"],
             "tdp_watts": ["gte", "lte"],
             "ga_date": ["gte", "lte"],
+        }
+
+
+class LlmModelFilter(filters.FilterSet):
+    """Model catalogue filters: publisher, attention kind, precision and size ranges."""
+
+    publisher = filters.CharFilter(lookup_expr="iexact")
+    attention = filters.MultipleChoiceFilter(choices=AttentionKind.choices)
+    default_precision = filters.MultipleChoiceFilter(choices=Precision.choices)
+
+    class Meta:
+        model = LlmModel
+        fields = {
+            "parameters": ["gte", "lte"],
+            "active_parameters": ["gte", "lte"],
+            "max_context_tokens": ["gte", "lte"],
         }
 
 

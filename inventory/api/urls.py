@@ -11,9 +11,11 @@ from inventory.api.views.index import (
     IndexSourceViewSet,
     MarketplaceFixingViewSet,
 )
+from inventory.api.views.llm import LlmModelViewSet
 
 router = SimpleRouter()
 router.register("gpu-models", GpuModelViewSet, basename="gpu-model")
+router.register("llm-models", LlmModelViewSet, basename="llm-model")
 router.register("market-prices", MarketPriceViewSet, basename="market-price")
 router.register("index-sources", IndexSourceViewSet, basename="index-source")
 router.register("indices/marketplace", MarketplaceFixingViewSet, basename="marketplace-fixing")

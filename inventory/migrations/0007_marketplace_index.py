@@ -24,7 +24,7 @@ DROP FUNCTION IF EXISTS inventory_marketplace_fixing_immutable();
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0005_rates_at_rate_precision'),
+        ('inventory', '0006_llm_models'),
     ]
 
     operations = [

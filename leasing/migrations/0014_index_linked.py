@@ -29,7 +29,7 @@ def remove_schedule(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("leasing", "0012_preemptions_schedule"),
+        ("leasing", "0013_lease_paused"),
         ("inventory", "0007_marketplace_index"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
