@@ -377,8 +377,14 @@ def _result(row: Sequence[Any], filters: CapacityFilters) -> CapacityResult:
     )
 
 
-def capacity_search_page(*, filters: CapacityFilters) -> CapacityPage:
-    """One page of offers with free capacity for the whole window, and the total match count."""
+def capacity_search_page(
+    *, filters: CapacityFilters, with_index_options: bool = True
+) -> CapacityPage:
+    """One page of offers with free capacity for the whole window, and the total match count.
+
+    `with_index_options` adds each offer's index-linked option (one more query per page);
+    readers that show no prices to choose from (sizing) leave it out.
+    """
     if filters.ordering.lstrip("-") not in ORDERINGS:
         raise ValidationFailed(
             f"Order by one of {', '.join(ORDERINGS)} (prefix - for descending).",
@@ -405,6 +411,8 @@ def capacity_search_page(*, filters: CapacityFilters) -> CapacityPage:
     else:
         total = rows[0][-1] if rows else 0
     results = [_result(row, filters) for row in rows]
+    if not with_index_options:
+        return CapacityPage(results=results, total=total, filters=filters)
     options = index_options(
         {result.offer_id: result.price_per_gpu_hour for result in results},
         mode=filters.pricing_mode,
