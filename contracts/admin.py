@@ -21,6 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
+from contracts.admin_index import index_chart_context
 from contracts.choices import AcceptanceSubmitter, ContractStatus, EndReason, Party
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.schemas import parse_clause, validate_clause_set
@@ -195,6 +196,19 @@ class ContractAdmin(ServiceAdminMixin[Contract], SimpleHistoryAdmin):
         "provider_insolvency_flagged",
         "version",
     ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        contract = Contract.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        context = index_chart_context(contract) if contract is not None else {}
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), **context}
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:

@@ -56,6 +56,7 @@ _OFFER_TERMS = (
     "available_from",
     "available_until",
     "contract_template",
+    "index_linked_terms",
 )
 
 
