@@ -12,6 +12,30 @@ from accounts.services import api_key_create, api_key_revoke, api_key_update
 from core.admin import ServiceAdminMixin
 
 
+class _OrganizationKindFilter(admin.RelatedFieldListFilter):
+    """A filter by an organization field that lists only organizations of one kind."""
+
+    kind: dict[str, bool] = {}
+
+    def field_choices(
+        self, field: Any, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[Any, str]]:
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to=self.kind)
+
+
+class ProviderListFilter(_OrganizationKindFilter):
+    """ "By provider": providers only, never the customers who share the organizations table."""
+
+    kind = {"is_provider": True}
+
+
+class CustomerListFilter(_OrganizationKindFilter):
+    """ "By customer": customers only."""
+
+    kind = {"is_customer": True}
+
+
 class MembershipInline(admin.TabularInline[Membership, Organization]):
     model = Membership
     extra = 0

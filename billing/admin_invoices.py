@@ -22,6 +22,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from accounts.admin import CustomerListFilter, ProviderListFilter
 from billing.admin import ReadOnlyAdmin, ReadOnlyMixin
 from billing.models import (
     CreditNote,
@@ -125,21 +126,25 @@ class CreditNoteForm(forms.Form):
 class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     """Invoices: read-only documents; the actions move them through billing.services."""
 
+    # The issuer is a filter; amounts carry their currency; e-mail delivery is on the page.
     list_display = [
         "__str__",
         "contract_number",
-        "issuer",
         "customer",
-        "period_start",
+        "period",
         "status",
         "total",
-        "currency",
         "credited_total",
         "due_at",
-        "emailed_at",
         "documents",
     ]
-    list_filter = ["status", "currency", "issuer", "customer", "period_start"]
+    list_filter = [
+        "status",
+        "currency",
+        ("issuer", ProviderListFilter),
+        ("customer", CustomerListFilter),
+        "period_start",
+    ]
     search_fields = ["number", "contract__number"]
     list_select_related = ["contract", "issuer", "customer"]
     date_hierarchy = "period_start"
@@ -186,6 +191,11 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     ]
     readonly_fields = ["documents"]
 
+    @admin.display(description="Period", ordering="period_start")
+    def period(self, invoice: Invoice) -> str:
+        """The billed month(s) as dates: "2026-11-01 → 2026-12-01"."""
+        return f"{invoice.period_start:%Y-%m-%d} → {invoice.period_end:%Y-%m-%d}"
+
     @admin.display(description="Contract", ordering="contract__number")
     def contract_number(self, invoice: Invoice) -> str:
         """The contract the invoice bills."""
@@ -195,7 +205,7 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     def documents(self, invoice: Invoice) -> SafeString:
         """Links to the invoice as PDF and as HTML."""
         return format_html(
-            "<a href='{}'>Download PDF</a> | <a href='{}' target='_blank'>View HTML</a>",
+            "<a href='{}'>PDF</a> | <a href='{}' target='_blank'>HTML</a>",
             reverse(f"{self.admin_site.name}:billing_invoice_pdf", args=[invoice.pk]),
             reverse(f"{self.admin_site.name}:billing_invoice_html", args=[invoice.pk]),
         )
@@ -413,7 +423,11 @@ class CreditNoteAdmin(ReadOnlyAdmin):
         "issued_by",
         "document",
     ]
-    list_filter = ["currency", "issuer", "customer"]
+    list_filter = [
+        "currency",
+        ("issuer", ProviderListFilter),
+        ("customer", CustomerListFilter),
+    ]
     search_fields = ["number", "invoice__number", "invoice__contract__number"]
     list_select_related = ["invoice", "customer"]
     date_hierarchy = "issued_at"

@@ -21,6 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
+from accounts.admin import CustomerListFilter, ProviderListFilter
 from contracts.choices import AcceptanceSubmitter, ContractStatus, EndReason, Party
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.schemas import parse_clause, validate_clause_set
@@ -171,7 +172,14 @@ class ContractAdmin(ServiceAdminMixin[Contract], SimpleHistoryAdmin):
         "term_end",
         "version",
     ]
-    list_filter = ["status", "pricing_basis", "currency", "end_reason"]
+    list_filter = [
+        "status",
+        ("lessor", ProviderListFilter),
+        ("lessee", CustomerListFilter),
+        "pricing_basis",
+        "currency",
+        "end_reason",
+    ]
     search_fields = ["number", "lessor__name", "lessee__name", "leased_model_slug"]
     list_select_related = ["lessor", "lessee"]
     autocomplete_fields = ["lessor", "lessee"]
@@ -195,6 +203,21 @@ class ContractAdmin(ServiceAdminMixin[Contract], SimpleHistoryAdmin):
         "provider_insolvency_flagged",
         "version",
     ]
+
+    def locked_reason(self, obj: Contract) -> str | None:
+        """An ended contract is kept as it ended; a live one changes only by amendment."""
+        if obj.status == ContractStatus.ENDED:
+            return "This contract has ended: it is kept as it was and cannot change."
+        return None
+
+    def delete_locked_reason(self, obj: Contract) -> str | None:
+        """Only a draft may be deleted: a contract once in force ends, and its history stays."""
+        if obj.status != ContractStatus.DRAFT:
+            return (
+                self.locked_reason(obj)
+                or "A contract in force is never deleted: give notice or terminate it instead."
+            )
+        return None
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:
