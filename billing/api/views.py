@@ -63,6 +63,7 @@ from billing.models import (
     LedgerEntry,
     UsageRollup,
 )
+from billing.parties import PARTY_RELATED
 from billing.rating import RatedInvoice
 from billing.selectors import open_period
 from billing.services.delivery import invoice_pdf_store
@@ -123,7 +124,9 @@ class InvoiceViewSet(
 ):
     """Invoices the caller issued or received."""
 
-    queryset = Invoice.objects.select_related("contract", "issuer", "customer").prefetch_related(
+    queryset = Invoice.objects.select_related(
+        "contract", "issuer", "customer", *PARTY_RELATED
+    ).prefetch_related(
         Prefetch(
             "lines",
             queryset=InvoiceLine.objects.order_by("position").prefetch_related("events"),
