@@ -5,10 +5,12 @@ Money columns are plain `DecimalField`s with four places (core/fields.py) and ra
 `[2026-08-28 00:00:00+00:00, …)`. `install()` (run by core's `ready()`) puts one formatter in
 front of the admin's field lookup, in lists, change pages and inlines alike:
 
-- an amount field with a currency beside it (`X_currency`, `<first word of X>_currency` or
+- an amount field (core.fields' amount precision, or a two-place column of 14+ digits) with a
+  currency beside it (`X_currency`, `<first word of X>_currency` or
   `currency`) reads `$7,454.98` (core.money.format_money: the currency's minor unit, separators
   and symbol);
-- a rate field (six places) reads `$2.45`, or `$0.001234` when it needs the places;
+- a rate field (six places, named as a rate or price) reads `$2.45`, or `$0.001234` when it
+  needs the places;
 - a period reads `2026-08-28 00:00 → 2026-09-01 00:00 UTC (4 days)`.
 
 A field without a currency beside it, or any other field, is shown as Django shows it.
@@ -33,6 +35,7 @@ from core.money import DISPLAY_LOCALE, format_money
 from core.text import counted
 
 _RATE_PATTERN = "¤#,##0.00####"
+MIN_CENTS_DIGITS = 14
 
 
 def format_rate(rate: Decimal, currency: str) -> str:
@@ -73,12 +76,27 @@ def format_period(lower: datetime | None, upper: datetime | None) -> str:
     return f"{_instant(lower)} → {_instant(upper)} UTC ({duration_text(upper - lower)})"
 
 
-def _currency_of(obj: Any, name: str) -> str | None:
-    """The currency beside an amount field: `X_currency`, `<first word>_currency`, `currency`."""
+def _own_currency(obj: Any, name: str) -> str | None:
     for candidate in (f"{name}_currency", f"{name.split('_', 1)[0]}_currency", "currency"):
         value = getattr(obj, candidate, None)
         if isinstance(value, str) and len(value) == 3:
             return value
+    return None
+
+
+def _currency_of(obj: Any, name: str) -> str | None:
+    """The currency beside an amount field: `X_currency`, `<first word>_currency`, `currency`;
+    else the currency of a parent row already loaded with it (a credit note line's note), so
+    no page pays a query per row for it."""
+    own = _own_currency(obj, name)
+    if own is not None:
+        return own
+    for field in obj._meta.concrete_fields:
+        if field.many_to_one and field.is_cached(obj):
+            parent = field.get_cached_value(obj)
+            found = _own_currency(parent, name) if parent is not None else None
+            if found is not None:
+                return found
     return None
 
 
@@ -94,14 +112,21 @@ def shown_value(obj: Any, field: models.Field[Any, Any] | None) -> str | None:
     if not isinstance(field, models.DecimalField) or field.max_digits is None:
         return None
     kind = (field.max_digits, field.decimal_places)
-    if kind not in {(AMOUNT_DIGITS, AMOUNT_PLACES), (RATE_DIGITS, RATE_PLACES)}:
+    # Amounts: core.fields' amount precision, or whole cents in a wide column (economics,
+    # capex); a narrow two-place column is a count or a size (months, terabytes).
+    is_amount = kind == (AMOUNT_DIGITS, AMOUNT_PLACES) or (
+        field.decimal_places == 2 and field.max_digits >= MIN_CENTS_DIGITS
+    )
+    # Rates: six places and named as a price per unit (fractions have six places too).
+    is_rate = kind == (RATE_DIGITS, RATE_PLACES) and any(
+        word in field.name for word in ("rate", "price", "per_")
+    )
+    if not (is_amount or is_rate):
         return None
     currency = _currency_of(obj, field.name)
     if currency is None:
         return None
-    if kind == (AMOUNT_DIGITS, AMOUNT_PLACES):
-        return format_money(value, currency)
-    return format_rate(value, currency)
+    return format_money(value, currency) if is_amount else format_rate(value, currency)
 
 
 _django_lookup_field = admin_utils.lookup_field

@@ -19,6 +19,7 @@ from core.admin import ServiceAdminMixin
 from core.text import counted
 from economics.admin.display import LEGEND as FIGURE_LEGEND
 from economics.admin.display import (
+    MONTH_LEGEND,
     NOT_AVAILABLE,
     MonthRow,
     money,
@@ -166,6 +167,7 @@ class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
             "economics_currency": currency,
             "economics_summary": payback_summary_rows(payback),
             "economics_months": [MonthRow.of(month) for month in months],
+            "economics_month_legend": MONTH_LEGEND,
         }
 
     # ---------------------------------------------------------------- the recompute action

@@ -169,6 +169,25 @@ LEGEND = {
 }
 
 
+# What each column of an asset's monthly table means.
+MONTH_LEGEND = [
+    ("In service (h)", "hours of the month the node was owned and not retired."),
+    ("Available GPU-h", "GPU-hours the node could lease out (outages excluded)."),
+    ("Allocated GPU-h", "GPU-hours leased out (holds excluded)."),
+    ("Utilization", "allocated ÷ available GPU-hours."),
+    ("Revenue", "invoiced lines attributed to the node (documents listed under it)."),
+    (
+        "Energy",
+        "kWh drawn (idle to full load by utilization, times PUE) at the site's power price.",
+    ),
+    ("Opex", "the site's monthly charge per node, prorated by the hours in service."),
+    ("Depreciation", "straight line from capex to salvage value over the service life."),
+    ("Net cash flow", "revenue - energy - opex - depreciation."),
+    ("Cumulative", "the net cash flow summed since acquisition; payback when it reaches capex."),
+    ("Book value", "capex less the depreciation so far, at the end of the month."),
+]
+
+
 def legend(label: str) -> str:
     """What a figure means (by the start of its label), or "" for one that needs none."""
     return next((text for name, text in LEGEND.items() if label.startswith(name)), "")

@@ -123,7 +123,8 @@ def test_the_main_admin_pages_show_their_key_columns_within_1440_pixels(live_ser
 
     # A contract's clause form: each clause shows its kind's typed inputs only, on screen.
     contract = (
-        Contract.objects.exclude(status="ended").filter(clauses__isnull=False)
+        Contract.objects.exclude(status="ended")
+        .filter(clauses__isnull=False)
         .order_by("pk")
         .distinct()
         .first()

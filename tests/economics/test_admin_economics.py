@@ -209,6 +209,9 @@ def test_the_asset_page_shows_the_chart_the_payback_and_every_month(
     assert f"{months[-1].cumulative_net_cash_flow:,.2f}" in html
     assert january.revenue_detail["documents"][0] in html
     assert "Break-even rate" in html and "ROI to date" in html
+    # Every figure has its meaning beside it: the payback table's and the months' legends.
+    assert "0 % at payback, positive after" in html
+    assert "revenue - energy - opex - depreciation" in html
     assert 'name="_save"' not in html
     assert f"/admin/inventory/node/{node.pk}/change/" in html
 
