@@ -50,6 +50,19 @@ class CapacitySignalAdmin(ReadOnlyAdmin):
         "reasons_text",
     ]
     list_filter = ["level", "raised", "evaluated_on", "site", "gpu_model"]
+    # The signal's page: the one phrase for level and "raised", then the figures behind it.
+    fields = [
+        ("evaluated_on", "provider"),
+        ("site", "gpu_model"),
+        "signal",
+        "reasons_text",
+        ("window_start", "window_end"),
+        ("gpu_count", "utilization_pct"),
+        ("available_gpu_hours", "allocated_gpu_hours"),
+        ("unmet_quotes", "unmet_quotes_before", "unmet_growing"),
+        "computed_at",
+    ]
+    readonly_fields = ["signal", "reasons_text", "utilization_pct"]
     list_select_related = ["site", "gpu_model"]
 
     @property

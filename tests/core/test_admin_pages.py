@@ -1,7 +1,8 @@
 """The main admin pages, rendered by a real browser at 1440 px: the key columns are on screen.
 
 Headless Chromium from the Debian package (`apt-get install chromium chromium-driver`) is driven
-through /usr/bin/chromedriver by selenium; without it the test is skipped, saying so.
+through /usr/bin/chromedriver by selenium; without it the test is skipped, saying so (and fails
+where CARDHOUR_REQUIRE_CHROMIUM is set, as in CI).
 The demo data (`manage.py seed_demo`, what `make run` loads) fills the pages.
 """
 
@@ -25,13 +26,9 @@ WIDTH = 1440
 # A directory to keep a screenshot of each page in (for a person looking at the layout).
 SHOTS = os.environ.get("CARDHOUR_ADMIN_SCREENSHOTS", "")
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        CHROMIUM is None or CHROMEDRIVER is None,
-        reason="headless Chromium is not installed: apt-get install -y chromium chromium-driver",
-    ),
-]
+MISSING = "headless Chromium is not installed: apt-get install -y chromium chromium-driver"
+
+pytestmark = pytest.mark.django_db(transaction=True)
 
 # Each changelist and the column headers (th.column-NAME) that must be fully on screen.
 KEY_COLUMNS = {
@@ -52,6 +49,11 @@ KEY_COLUMNS = {
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        # CI sets CARDHOUR_REQUIRE_CHROMIUM (.ci/run installs it): there a skip would hide a gap.
+        if os.environ.get("CARDHOUR_REQUIRE_CHROMIUM"):
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
     from selenium import webdriver  # noqa: PLC0415 (only where Chromium is installed)
     from selenium.webdriver.chrome.service import Service  # noqa: PLC0415 (same)
 

@@ -16,7 +16,14 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from economics.models import AssetMonth, AssetPayback, EconomicsRun, FxRate
+from economics.models import (
+    AssetMonth,
+    AssetPayback,
+    CapacitySignal,
+    EconomicsRun,
+    FxRate,
+    SignalLevel,
+)
 from economics.services.assets import asset_economics_refresh
 from economics.services.runs import economics_run
 from inventory.models import Node
@@ -465,3 +472,14 @@ def test_economics_runs_list_and_show_unattributed_revenue(
     assert "token contract not linked to an SLA offering" in html
     assert "INV-&lt;b&gt;7&lt;/b&gt;" in html
     assert "<b>7</b>" not in html
+
+
+def test_a_capacity_signals_page_says_its_level_and_raised_in_one_phrase(
+    operator_client: Any, fleet: dict[str, Node]
+) -> None:
+    economics_run(now=AFTER_MARCH)
+    signal = CapacitySignal.objects.filter(level=SignalLevel.ACT_NOW).first()
+    assert signal is not None
+    html = page(operator_client.get(f"/admin/economics/capacitysignal/{signal.pk}/change/"))
+    assert "Act now (raised)" in html
+    assert 'name="_save"' not in html
