@@ -28,7 +28,7 @@ SHOTS = os.environ.get("CARDHOUR_ADMIN_SCREENSHOTS", "")
 
 MISSING = "headless Chromium is not installed: apt-get install -y chromium chromium-driver"
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 # Each changelist and the column headers (th.column-NAME) that must be fully on screen.
 KEY_COLUMNS = {
