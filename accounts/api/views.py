@@ -20,8 +20,9 @@ from accounts.api.serializers import (
     BillingProfileUpdateSerializer,
     MeSerializer,
 )
+from accounts.choices import Role
 from accounts.errors import Forbidden
-from accounts.models import ApiKey, BillingProfile
+from accounts.models import ApiKey, BillingProfile, Membership
 from accounts.permissions import request_caller
 from accounts.services import api_key_create, api_key_revoke, billing_profile_update
 from core.api.params import StrictQueryParamsMixin
@@ -47,8 +48,8 @@ class BillingProfileView(StrictQueryParamsMixin, APIView):
     """GET/PUT/PATCH /api/v1/organizations/me/billing-profile/ — who the caller's organization is
     on invoices and credit notes (legal name, address, tax id, billing e-mail).
 
-    Reading needs any key of the organization; changing it a write key (or a member who may
-    write). Documents issued afterwards print the new values.
+    Reading needs any key of the organization; changing it a write key or, for a person, the
+    organization's admin role. Documents issued afterwards print the new values.
     """
 
     def _organization(self, request: Request) -> Any:
@@ -72,6 +73,16 @@ class BillingProfileView(StrictQueryParamsMixin, APIView):
 
     def _write(self, request: Request, *, partial: bool) -> Response:
         organization = self._organization(request)
+        caller = request_caller(request)
+        if caller.api_key is None and not caller.is_operator:
+            # A person changes who the organization is on invoices only as one of its admins.
+            memberships = Membership.objects.filter(organization=organization, role=Role.ADMIN)
+            is_admin = memberships.filter(user__pk=int(request.user.pk or 0)).exists()
+            if not is_admin:
+                raise Forbidden(
+                    "Only the organization's admins change its billing profile.",
+                    code="admin_only",
+                )
         serializer = BillingProfileUpdateSerializer(data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         unknown = (

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
-from accounts.choices import KeyScope
+from accounts.choices import KeyScope, Role
 from accounts.models import BillingProfile
-from accounts.services import billing_profile_update
+from accounts.services import billing_profile_update, membership_set
+from billing.services.delivery import billing_contacts
+from tests.billing.invoice_factories import make_issued_invoice
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -133,3 +135,24 @@ def test_the_admin_saves_the_profile_through_the_service_and_shows_rule_errors(c
     saved = client.post(url, form)
     assert saved.status_code == 302, saved.content.decode()[:2000]
     assert BillingProfile.objects.get(organization=customer).legal_name == PROFILE["legal_name"]
+
+
+def test_a_person_changes_the_profile_only_as_an_admin_of_the_organization(client, customer):
+    member, admin = UserFactory(), UserFactory()
+    membership_set(user=member, organization=customer, role=Role.MEMBER)
+    membership_set(user=admin, organization=customer, role=Role.ADMIN)
+    client.force_login(member)
+    refused = client.put(URL, PROFILE, content_type="application/json")
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "admin_only"
+    assert not BillingProfile.objects.exists()
+    client.force_login(admin)
+    assert client.put(URL, PROFILE, content_type="application/json").status_code == 200
+
+
+def test_invoices_are_e_mailed_to_the_profiles_billing_address_first(provider, customer):
+    customer.billing_emails = ["old@acme.example"]
+    customer.save(update_fields=["billing_emails"])
+    billing_profile_update(organization=customer, changes=PROFILE)
+    invoice = make_issued_invoice(provider, customer)
+    assert billing_contacts(invoice) == ["ap@acme.example", "old@acme.example"]
