@@ -39,6 +39,7 @@ from billing.services.documents import credit_note_issue, invoice_void
 from contracts.models import ContractEvent
 from core.admin import ServiceAdminMixin, error_text
 from core.errors import ApplicationError
+from core.money import format_money
 
 
 def _event_links(admin_site: admin.AdminSite, events: list[ContractEvent]) -> SafeString:
@@ -311,7 +312,8 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
             if note is not None:
                 self.message_user(
                     request,
-                    f"Issued credit note {note.number} for {note.total} {note.currency}.",
+                    f"Issued credit note {note.number} for "
+                    f"{format_money(note.total, note.currency)}.",
                     level=messages.SUCCESS,
                 )
                 if form.cleaned_data["send_email"]:
@@ -322,7 +324,10 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
             request,
             queryset,
             action="issue_credit_note",
-            title=f"Credit note for {invoice} ({remaining} {invoice.currency} left to credit)",
+            title=(
+                f"Credit note for {invoice} "
+                f"({format_money(remaining, invoice.currency)} left to credit)"
+            ),
             form=form,
             submit="Issue credit note",
         )
