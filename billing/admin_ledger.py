@@ -38,10 +38,11 @@ class LedgerTransactionAdmin(ReadOnlyAdmin):
         "invoice",
         "credit_note",
         "refund",
+        "payout",
         "actor",
     ]
     list_filter = ["kind"]
-    list_select_related = ["invoice", "credit_note", "refund"]
+    list_select_related = ["invoice", "credit_note", "refund", "payout"]
     search_fields = ["dedupe_key", "invoice__number", "credit_note__number", "explanation"]
     date_hierarchy = "effective_at"
     inlines = [LedgerEntryInline]

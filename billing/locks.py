@@ -1,7 +1,8 @@
 """Row locks of the billing app, each behind a name (the global order: docs/architecture.md).
 
 Within billing: the contract (contracts.locks.contract_lock) → the invoice → the document
-sequence → ledger accounts (the balance trigger, or ledger_accounts_lock). An invoice is locked
+sequence → ledger accounts (the balance trigger, or ledger_accounts_lock). Payouts: the statement
+→ the payout → ledger accounts. An invoice is locked
 FOR NO KEY UPDATE: its lines, credit notes, events and Stripe records only point at it and can
 be written meanwhile. Billing-run rows are locked on their own, in a short transaction before a
 run touches any contract, and SKIP LOCKED: a run only ever writes its own row (last, inside
@@ -13,7 +14,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from accounts.models import Organization
-from billing.models import BillingRun, BillingRunOutcome, DocumentSequence, Invoice, LedgerAccount
+from billing.models import (
+    BillingRun,
+    BillingRunOutcome,
+    DocumentSequence,
+    Invoice,
+    LedgerAccount,
+    Payout,
+    ProviderStatement,
+)
 
 
 def invoice_lock(invoice: Invoice | int) -> Invoice:
@@ -76,3 +85,30 @@ def ledger_accounts_lock(*accounts: LedgerAccount) -> dict[int, LedgerAccount]:
         account.pk: account
         for account in LedgerAccount.objects.select_for_update().filter(pk__in=pks).order_by("pk")
     }
+
+
+def statement_lock(statement: ProviderStatement | int) -> ProviderStatement:
+    """Re-read a provider statement under its row lock (a payout is made from it once)."""
+    pk = statement if isinstance(statement, int) else statement.pk
+    return ProviderStatement.objects.select_for_update().get(pk=pk)
+
+
+def payout_lock(payout: Payout | int) -> Payout:
+    """Re-read a payout (with its provider) under its row lock, inside a transaction."""
+    pk = payout if isinstance(payout, int) else payout.pk
+    return Payout.objects.select_for_update(of=("self",)).select_related("provider").get(pk=pk)
+
+
+def payout_claim(payout: Payout | int) -> Payout | None:
+    """A payout under its row lock, or None when another run holds it (SKIP LOCKED).
+
+    Held while its Stripe transfer is made, so two payout runs never send the same payout at
+    once; the one that skips leaves it to the holder (or to the next run).
+    """
+    pk = payout if isinstance(payout, int) else payout.pk
+    return (
+        Payout.objects.select_for_update(of=("self",), skip_locked=True)
+        .select_related("provider")
+        .filter(pk=pk)
+        .first()
+    )

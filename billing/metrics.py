@@ -1,6 +1,6 @@
-"""Billing's business metrics for /metrics: usage ingestion, invoices, billing runs, SLA latency,
-and the ledger's mismatches with the documents (read from the latest `ledger` billing run, which
-`manage.py ledger_reconcile` and the nightly `billing.reconcile_ledger` task write)."""
+"""Billing's business metrics for /metrics: usage ingestion, invoices, payouts, billing runs, SLA
+latency, and the ledger's mismatches with the documents (read from the latest `ledger` billing
+run, which `manage.py ledger_reconcile` and the nightly `billing.reconcile_ledger` task write)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from django.db.models import Count, F, Func, IntegerField, Max, OuterRef, Q, Sub
 from django.db.models.functions import Coalesce
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from billing.models import BillingRun, BillingRunKind, BillingRunOutcome, Invoice, UsageBatch
+from billing.models import (
+    BillingRun,
+    BillingRunKind,
+    BillingRunOutcome,
+    Invoice,
+    Payout,
+    UsageBatch,
+)
 from core.metrics import status_gauge, timestamp_seconds
 from leasing.models import SlaOffering
 
@@ -194,10 +201,11 @@ def _ttft_metrics(now: datetime) -> list[Metric]:
 
 
 def business_metrics(now: datetime) -> list[Metric]:
-    """Every billing metric as of `now` (five aggregate queries)."""
+    """Every billing metric as of `now` (six aggregate queries)."""
     return [
         *_usage_metrics(now),
         status_gauge("cardhour_invoices", "Invoices, by status.", Invoice),
+        status_gauge("cardhour_payouts", "Provider payouts, by status.", Payout),
         *_billing_run_metrics(),
         *_ttft_metrics(now),
     ]

@@ -14,6 +14,7 @@ from django.utils.dateparse import parse_datetime
 from billing.services.cycle import billing_cycle_run
 from billing.services.delivery import invoice_deliver
 from billing.services.ledger_runs import ledger_reconciliation_run
+from billing.services.payout_runs import payout_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.runs import billing_runs_abandon_stale
@@ -72,3 +73,24 @@ def abandon_stale_runs() -> list[int]:
 def reconcile_ledger() -> int:
     """Nightly: the ledger against the documents; returns the `ledger` run's id."""
     return ledger_reconciliation_run().pk
+
+
+@shared_task(
+    name="billing.run_payouts",
+    acks_late=True,
+    # Stripe being down is worth waiting for; the rerun resumes every unfinished payout.
+    autoretry_for=(StripeUnavailable,),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    max_retries=8,
+)
+def run_payouts(as_of: str | None = None) -> dict[str, object]:
+    """Beat (daily): last month's statements and payouts, and every unfinished payout pushed on."""
+    outcome = payout_run(now=parse_datetime(as_of) if as_of else None)
+    return {
+        "period_start": outcome.period_start.isoformat(),
+        "statements": outcome.statements,
+        "payouts": outcome.payouts,
+        "paid": outcome.paid,
+        "failed": outcome.failed,
+    }

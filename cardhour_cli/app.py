@@ -1,5 +1,6 @@
 """The `cardhour` application: its global options, the API client per command, and the
-shared readers and formatters of the command modules (commands_market, commands_money)."""
+shared readers and formatters of the command modules (commands_market, commands_money,
+commands_sizing)."""
 
 from __future__ import annotations
 

@@ -77,6 +77,9 @@ MESSAGES: dict[str, str] = {
     "invalid_country": "Countries are two-letter ISO codes, e.g. AU.",
     "unknown_gpu_model": "Unknown GPU model; the catalog is at /api/v1/gpu-models/.",
     "invalid_ordering": "The server cannot sort by that field.",
+    "unknown_llm_model": "Unknown model; the model catalogue is at /api/v1/llm-models/.",
+    "context_above_model_max": "The context is longer than the model supports; lower --context.",
+    "model_or_architecture": "Name one catalogue model (--model).",
     "invalid_idempotency_key": "The Idempotency-Key is not valid (letters, digits, -_.: ).",
     "idempotency_key_reused": (
         "That Idempotency-Key was already used with another request; use a new key."

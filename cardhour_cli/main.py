@@ -1,5 +1,6 @@
-"""The `cardhour` commands: search, quote, lease, leases, extend, exit, contracts, invoices,
-invoice pdf, usage post, economics. Tables for people; `--json` prints the API's answer for scripts.
+"""The `cardhour` commands: search, quote, lease, leases, extend, exit, contracts, size,
+invoices, invoice pdf, usage post, economics. Tables for people; `--json` prints the API's
+answer for scripts.
 
 Exit statuses: 0 done; 1 the server failed or could not be reached; 2 a command line that does
 not parse; 3 authentication or permission; 4 not found; 5 invalid input or a business rule;
@@ -9,10 +10,10 @@ not parse; 3 authentication or permission; 4 not found; 5 invalid input or a bus
 from __future__ import annotations
 
 # The command modules register their commands on `app` when imported.
-from cardhour_cli import commands_market, commands_money
+from cardhour_cli import commands_market, commands_money, commands_sizing
 from cardhour_cli.app import app
 
-__all__ = ["app", "commands_market", "commands_money", "run"]
+__all__ = ["app", "commands_market", "commands_money", "commands_sizing", "run"]
 
 
 def run() -> None:

@@ -364,6 +364,11 @@ STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
 BILLING_FINALIZE_GRACE_HOURS = env.float("BILLING_FINALIZE_GRACE_HOURS", default=1.0)
 BILLING_PAYMENT_TERMS_DAYS = env.int("BILLING_PAYMENT_TERMS_DAYS", default=30)
 BILLING_TAX_RATE_PCT = Decimal(env.str("BILLING_TAX_RATE_PCT", default="0"))
+# --- the marketplace's commission on a provider's pre-tax share of each invoice, in percent,
+# where no per-provider or per-offer rate is set in the admin (billing.CommissionRate) ---
+BILLING_COMMISSION_PCT = Decimal(env.str("BILLING_COMMISSION_PCT", default="0"))
+if not 0 <= BILLING_COMMISSION_PCT <= 100:
+    raise ImproperlyConfigured("BILLING_COMMISSION_PCT must be between 0 and 100.")
 # A cycle or delivery run still open this long after it started lost its worker: it is marked
 # abandoned (by the next run of its kind, or the sweep) and the next run takes over its work.
 # Longer than any healthy run, shorter than the broker's visibility timeout, so a killed run's

@@ -44,6 +44,7 @@ class EndReason(models.TextChoices):
     EXITED = "exited", "Exited early under its exit terms"
     REJECTED_AT_ACCEPTANCE = "rejected_at_acceptance", "Rejected at acceptance"
     PREEMPTED = "preempted", "Its interruptible GPUs were all preempted"
+    PAUSED = "paused", "Paused by the customer's money policy"
 
 
 class Party(models.TextChoices):
@@ -95,6 +96,7 @@ class EventKind(models.TextChoices):
     HARDWARE_REPLACEMENT_RATE = "hardware_replacement_rate", "Hardware replaced"
     INSOLVENCY_FLAGGED = "insolvency_flagged", "Provider insolvency flagged"
     PREEMPTED = "preempted", "Interruptible capacity preempted"
+    PAUSED = "paused", "Paused by the customer's money policy"
 
 
 S = ContractStatus

@@ -416,4 +416,5 @@ class OutageAdmin(ServiceAdminMixin[Outage]):
         return super().get_queryset(request).select_related("node", "gpu__node")
 
 
-from inventory import admin_index  # noqa: E402, F401  (registers the market index pages)
+# Registers the market index pages and the model catalogue page.
+from inventory import admin_index, admin_llm  # noqa: E402, F401

@@ -102,3 +102,28 @@ class FixingStatus(models.TextChoices):
 
     FIXED = "fixed", "Fixed"
     INSUFFICIENT_SOURCES = "insufficient_sources", "Insufficient independent sources"
+
+
+class Precision(models.TextChoices):
+    """How many bits a stored number takes: model weights or the KV cache."""
+
+    BF16 = "bf16", "BF16 (16 bits)"
+    FP8 = "fp8", "FP8 (8 bits)"
+    INT8 = "int8", "INT8 (8 bits)"
+    INT4 = "int4", "INT4 (4 bits)"
+
+
+# Bits per stored number of each precision; sizing multiplies counts by these.
+PRECISION_BITS = {
+    Precision.BF16: 16,
+    Precision.FP8: 8,
+    Precision.INT8: 8,
+    Precision.INT4: 4,
+}
+
+
+class AttentionKind(models.TextChoices):
+    """What a model keeps in its KV cache per token and layer."""
+
+    GQA = "gqa", "Multi-head / grouped-query attention (a key and a value per KV head)"
+    MLA = "mla", "Multi-head latent attention (one compressed latent vector)"

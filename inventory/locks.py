@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import date
 
 from accounts.models import Organization
-from inventory.models import GpuModel, IndexSource, MarketPrice, Node, Site
+from inventory.models import GpuModel, IndexSource, LlmModel, MarketPrice, Node, Site
 
 
 def site_lock(site: Site | int) -> Site:
@@ -47,3 +47,9 @@ def market_prices_lock(
         .filter(gpu_model__in=list(gpu_models), observed_on__in=set(days), recorded_by=recorded_by)
         .order_by("pk")
     )
+
+
+def llm_model_lock(model: LlmModel | int) -> LlmModel:
+    """Re-read one catalogue model under its row lock, for a change of its figures."""
+    pk = model if isinstance(model, int) else model.pk
+    return LlmModel.objects.select_for_update().get(pk=pk)

@@ -239,3 +239,128 @@ def index_source_errors(
             )
         )
     return errors
+
+
+# A model larger than this (a quadrillion parameters) or a context longer than this is a typo.
+MAX_LLM_PARAMETERS = 10**15
+MAX_CONTEXT_TOKENS = 100_000_000
+_LLM_POSITIVE = (
+    "parameters",
+    "active_parameters",
+    "layers",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "max_context_tokens",
+)
+
+
+def llm_architecture_errors(
+    *,
+    parameters: int,
+    active_parameters: int,
+    layers: int,
+    attention_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    attention: str,
+    kv_latent_dim: int | None,
+    max_context_tokens: int | None,
+    experts: int | None = None,
+    experts_per_token: int | None = None,
+    prefix: str = "",
+) -> list[FieldError]:
+    """Rules of a language model's architecture: positive figures, KV heads that divide the
+    attention heads, active parameters within the total, a latent size exactly for MLA, experts
+    in pairs. `prefix` names the fields of a nested body (`architecture.`); an unknown maximum
+    context (None) is only allowed there."""
+    values = {
+        "parameters": parameters,
+        "active_parameters": active_parameters,
+        "layers": layers,
+        "attention_heads": attention_heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "max_context_tokens": max_context_tokens,
+    }
+    errors: list[FieldError] = []
+    for name in _LLM_POSITIVE:
+        value = values[name]
+        if value is not None and value <= 0:
+            errors.append(
+                FieldError(
+                    f"{prefix}{name}", "not_positive", f"{name} must be a positive whole number."
+                )
+            )
+    if parameters > MAX_LLM_PARAMETERS:
+        errors.append(
+            FieldError(
+                f"{prefix}parameters",
+                "too_many_parameters",
+                f"More than {MAX_LLM_PARAMETERS:,} parameters is not plausible.",
+            )
+        )
+    if max_context_tokens is not None and max_context_tokens > MAX_CONTEXT_TOKENS:
+        errors.append(
+            FieldError(
+                f"{prefix}max_context_tokens",
+                "context_too_long",
+                f"A context above {MAX_CONTEXT_TOKENS:,} tokens is not plausible.",
+            )
+        )
+    if errors:
+        return errors  # the relations below divide by these figures
+    if active_parameters > parameters:
+        errors.append(
+            FieldError(
+                f"{prefix}active_parameters",
+                "active_exceeds_total",
+                "active_parameters cannot exceed parameters (the total holds every expert).",
+            )
+        )
+    if kv_heads > attention_heads or attention_heads % kv_heads:
+        errors.append(
+            FieldError(
+                f"{prefix}kv_heads",
+                "kv_heads_not_dividing",
+                f"{kv_heads} KV heads do not divide {attention_heads} attention heads: each KV "
+                "head serves a whole group of query heads.",
+            )
+        )
+    if attention == "mla" and not kv_latent_dim:
+        errors.append(
+            FieldError(
+                f"{prefix}kv_latent_dim",
+                "latent_dim_required",
+                "MLA caches a latent vector per token and layer: give its size (kv_latent_dim).",
+            )
+        )
+    if attention != "mla" and kv_latent_dim is not None:
+        errors.append(
+            FieldError(
+                f"{prefix}kv_latent_dim",
+                "latent_dim_only_for_mla",
+                "kv_latent_dim is only for MLA models; grouped-query attention caches KV heads.",
+            )
+        )
+    if (experts is None) != (experts_per_token is None):
+        errors.append(
+            FieldError(
+                f"{prefix}experts",
+                "experts_pair",
+                "Give both experts and experts_per_token (a mixture of experts), or neither.",
+            )
+        )
+    elif (
+        experts is not None
+        and experts_per_token is not None
+        and (experts_per_token <= 0 or experts < experts_per_token)
+    ):
+        errors.append(
+            FieldError(
+                f"{prefix}experts_per_token",
+                "experts_per_token_invalid",
+                "experts_per_token must be at least 1 and at most experts.",
+            )
+        )
+    return errors

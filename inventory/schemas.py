@@ -22,11 +22,13 @@ from pydantic import ValidationError as PydanticValidationError
 
 from core.errors import FieldError, raise_if_any
 from inventory.choices import (
+    AttentionKind,
     GpuHealth,
     IndexSourceKind,
     NodeStatus,
     OutageCause,
     OutageKind,
+    Precision,
     PriceTerm,
     SiteTier,
 )
@@ -204,6 +206,89 @@ class IndexSourceChanges(_Input):
     weight: Weight | None = None
     is_active: bool | None = None
     notes: Annotated[Text, StringConstraints(max_length=4000)] | None = None
+
+
+BigInt = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+_CatalogueSlug = Annotated[
+    str,
+    BeforeValidator(_lower),
+    StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"),
+]
+_SourceUrl = Annotated[
+    Text, StringConstraints(min_length=1, max_length=300, pattern=r"^https?://[^\s]+$")
+]
+_SpecSources = Annotated[
+    dict[
+        Annotated[str, StringConstraints(max_length=64)],
+        Annotated[Text, StringConstraints(max_length=1000)],
+    ],
+    Field(max_length=40),
+]
+
+
+class LlmArchitecture(_Input):
+    """The figures sizing reads from a language model: counts, attention shape, context."""
+
+    parameters: BigInt = Field(description="Every parameter the weights hold (all experts).")
+    active_parameters: BigInt | None = Field(
+        default=None, description="Parameters one token reads; default: all of them (dense)."
+    )
+    layers: Int
+    attention_heads: Int
+    kv_heads: Int
+    head_dim: Int
+    attention: AttentionKind = AttentionKind.GQA
+    kv_latent_dim: Int | None = Field(
+        default=None, description="MLA only: numbers cached per token and layer."
+    )
+    max_context_tokens: Int | None = Field(
+        default=None, description="The longest context the model supports, if known."
+    )
+
+
+class LlmModelInput(_Input):
+    """POST /api/v1/llm-models/: an operator adds a model to the catalogue, with its sources."""
+
+    slug: _CatalogueSlug
+    name: Annotated[Text, StringConstraints(min_length=1, max_length=100)]
+    publisher: Annotated[Text, StringConstraints(min_length=1, max_length=60)]
+    parameters: BigInt
+    active_parameters: BigInt | None = Field(
+        default=None, description="Default: parameters (a dense model)."
+    )
+    experts: SmallInt | None = None
+    experts_per_token: SmallInt | None = None
+    layers: Int
+    attention_heads: Int
+    kv_heads: Int
+    head_dim: Int
+    attention: AttentionKind = AttentionKind.GQA
+    kv_latent_dim: Int | None = None
+    default_precision: Precision = Precision.BF16
+    max_context_tokens: Int
+    source_url: _SourceUrl
+    spec_sources: _SpecSources = Field(default_factory=dict)
+
+
+class LlmModelChanges(_Input):
+    """PATCH /api/v1/llm-models/{slug}/: any figure but the slug; the rules see the result."""
+
+    name: Annotated[Text, StringConstraints(min_length=1, max_length=100)] | None = None
+    publisher: Annotated[Text, StringConstraints(min_length=1, max_length=60)] | None = None
+    parameters: BigInt | None = None
+    active_parameters: BigInt | None = None
+    experts: SmallInt | None = None
+    experts_per_token: SmallInt | None = None
+    layers: Int | None = None
+    attention_heads: Int | None = None
+    kv_heads: Int | None = None
+    head_dim: Int | None = None
+    attention: AttentionKind | None = None
+    kv_latent_dim: Int | None = None
+    default_precision: Precision | None = None
+    max_context_tokens: Int | None = None
+    source_url: _SourceUrl | None = None
+    spec_sources: _SpecSources | None = None
 
 
 _CODES = {

@@ -19,6 +19,7 @@ from inventory.models import (
     GpuModel,
     IndexFixing,
     IndexSource,
+    LlmModel,
     MarketPrice,
     Node,
     Outage,
@@ -131,6 +132,11 @@ def market_series(
 def gpu_models() -> QuerySet[GpuModel]:
     """The catalog with each model's successor."""
     return GpuModel.objects.select_related("successor")
+
+
+def llm_models() -> QuerySet[LlmModel]:
+    """The model catalogue (no relations to fetch)."""
+    return LlmModel.objects.all()
 
 
 def market_prices() -> QuerySet[MarketPrice]:

@@ -87,6 +87,7 @@ class LeaseEventKind(models.TextChoices):
     PREEMPTED = "preempted", "Interruptible GPUs preempted"
     SHRUNK = "shrunk", "Shrunk to the GPUs left after a preemption"
     REJECTED = "rejected", "Rejected after failed acceptance"
+    PAUSED = "paused", "Paused by the customer's money policy"
 
 
 class AllocationEnd(models.TextChoices):
@@ -96,3 +97,4 @@ class AllocationEnd(models.TextChoices):
     REPLACED = "replaced", "GPU replaced"
     ENDED_EARLY = "ended_early", "Lease ended early"
     RELEASED = "released", "Hold released or expired"
+    PAUSED = "paused", "Paused by the customer's money policy"

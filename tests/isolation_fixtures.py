@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -30,9 +30,17 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import api_key_create
-from billing.models import Invoice, LedgerAccount, UsageEvent, UsageRollup
+from billing.models import (
+    Invoice,
+    InvoiceStatus,
+    LedgerAccount,
+    ProviderStatement,
+    UsageEvent,
+    UsageRollup,
+)
 from billing.services.documents import credit_note_issue
 from billing.services.ingest import usage_batch_ingest
+from billing.services.payout_runs import statement_generate
 from billing.services.rollups import usage_rollups_refresh_batch
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import acceptance_run_record, contract_activate
@@ -41,7 +49,7 @@ from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
 from inventory.choices import OutageKind
-from inventory.models import Gpu, Node, Outage, Site
+from inventory.models import Gpu, LlmModel, Node, Outage, Site
 from inventory.schemas import IndexSourceInput, MarketPriceObservation, OutageInput
 from inventory.services import (
     index_fixings_compute,
@@ -78,6 +86,7 @@ METHOD_ORDER = ("get", "post", "put", "patch", "delete")
 PROVIDER, CUSTOMER = "provider", "customer"
 # Stands in for an id no tenant has: tenant B's answer for A's object must be the same as for it.
 MISSING_ID = 999_999_999
+FEBRUARY, MARCH, APRIL = (datetime(2026, month, 1, tzinfo=UTC) for month in (2, 3, 4))
 MISSING_NAME = "no-such-object"
 PROJECT_APPS = frozenset(
     {"accounts", "inventory", "contracts", "leasing", "billing", "core", "webhooks"}
@@ -664,6 +673,32 @@ def _ledger_entry(world: World, kind: str) -> Built:
     return Built(entry, kwargs={"pk": entry.pk})
 
 
+def _payout_statement(world: World, _: str) -> Built:
+    """March's statement of the provider: the contract's February invoice, issued and paid on
+    1 March."""
+
+    def make() -> ProviderStatement:
+        invoice = make_issued_invoice(
+            world.provider,
+            world.customer,
+            contract=world.invoice().contract,
+            status=InvoiceStatus.PAID,
+            period_start=FEBRUARY,
+        )
+        made = statement_generate(
+            provider_id=world.provider.pk,
+            currency=invoice.currency,
+            start=MARCH,
+            end=APRIL,
+            actor="tenant",
+        )
+        assert made is not None
+        return made
+
+    statement = world.once("statement", make)
+    return Built(statement, kwargs={"pk": statement.pk})
+
+
 def _asset(world: World, _: str) -> Built:
     """The node with its months and payback, as the nightly job stores them."""
     node = world.node()
@@ -746,6 +781,10 @@ def _fx_rate(world: World) -> Built:
 
 def _gpu_model(world: World) -> Built:
     return Built(world.node().gpu_model, kwargs={"slug": "h200-sxm"})
+
+
+def _llm_model(world: World) -> Built:
+    return Built(LlmModel.objects.get(slug="llama-3-1-8b"), kwargs={"slug": "llama-3-1-8b"})
 
 
 def _index_source(world: World) -> Built:
@@ -991,6 +1030,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
     # The ledger: each party reads the entries and balances of its own accounts only.
     "balance": Resource(owners=(PROVIDER, CUSTOMER), build=_balance),
     "ledger-entry": Resource(owners=(PROVIDER, CUSTOMER), build=_ledger_entry),
+    # A provider's statements: its own only; its customers never see them.
+    "payout-statement": Resource(owners=(PROVIDER,), build=_payout_statement, customer_reads=False),
     "asset": Resource(owners=(PROVIDER,), build=_asset, economics=True, customer_reads=False),
     "capacity-signal": Resource(
         owners=(PROVIDER,),
@@ -1030,6 +1071,13 @@ PUBLIC_ROUTES: dict[str, Public] = {
     ),
     # The GPU catalog: specs of hardware models, shared reference data nobody owns.
     "gpu-model": Public("the GPU catalog is reference data every caller reads", build=_gpu_model),
+    # The model catalogue: architectures of open models, reference data; operators write it.
+    "llm-model": Public(
+        "the model catalogue is reference data every caller reads; writes are operator-only",
+        build=_llm_model,
+    ),
+    # Sizing: a computed answer from the catalogues and published offers; nothing is stored.
+    "sizing": Public("answers from the public catalogues and published offers; stores nothing"),
     # The market price index: observations are pooled across the marketplace on purpose.
     "market-price": Public(
         "the market price index is public; its list has no owner filter by design",

@@ -352,6 +352,9 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
     refund = serializers.IntegerField(
         source="transaction.refund_id", read_only=True, allow_null=True
     )
+    payout = serializers.IntegerField(
+        source="transaction.payout_id", read_only=True, allow_null=True
+    )
     reverses = serializers.IntegerField(
         source="transaction.reverses_id", read_only=True, allow_null=True
     )
@@ -373,6 +376,7 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
             "invoice_line",
             "credit_note",
             "refund",
+            "payout",
             "reverses",
             "explanation",
         ]

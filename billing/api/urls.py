@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
     BalanceViewSet,
     CreditNoteViewSet,
@@ -20,6 +21,7 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
 router.register("balances", BalanceViewSet, basename="balance")
 router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
+router.register("payout-statements", ProviderStatementViewSet, basename="payout-statement")
 
 urlpatterns = [
     *router.urls,

@@ -20,10 +20,12 @@ service that would have run then, with that moment as its clock:
 
 The months are whole UTC calendar months counted back from now, so the demo works whatever day
 `make run` starts. Finalized invoices are handed to the worker for delivery (PDF and e-mail)
-once the seed commits. Seeding again changes nothing.
+once the seed commits. The marketplace takes its commission on every invoice; the first month's
+invoices are paid, and today's payout run states the last month and pays the provider what was
+collected (`payouts`). Seeding again changes nothing.
 
-Modules: `timing` (the months, the job delays, names and figures), `quarter` (the steps); this
-module seeds and reports.
+Modules: `timing` (the months, the job delays, names and figures), `quarter` (the steps),
+`payouts` (commission, payments and the payout run); this module seeds and reports.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.demo.payouts import commission_set, pay_and_pay_out
 from billing.demo.quarter import Quarter
 from billing.demo.timing import CUSTOMER, OFFER_NAME, PROVIDER, simulated_months
 from billing.models import Invoice, InvoiceLine, InvoiceStatus, LineKind
@@ -90,6 +93,7 @@ def seed(out: TextIO) -> None:
     if Offer.objects.filter(provider=provider, name=OFFER_NAME).exists():
         out.write("  billing:            already seeded\n")
         return
+    commission_set(provider)
     quarter = Quarter(
         provider=provider,
         customer=Organization.objects.get(slug=CUSTOMER),
@@ -104,3 +108,4 @@ def seed(out: TextIO) -> None:
             ).values_list("pk", flat=True)
         )
     )
+    pay_and_pay_out(provider=provider, months=quarter.months, out=out)

@@ -119,6 +119,9 @@ class TransactionKind(models.TextChoices):
     INVOICE_VOIDED = "invoice_voided", "Invoice voided (reversal)"
     CREDIT_NOTE_ISSUED = "credit_note_issued", "Credit note issued"
     REFUND_ISSUED = "refund_issued", "Refund paid out"
+    PAYOUT_SENT = "payout_sent", "Payout made (payable to in transit)"
+    PAYOUT_PAID = "payout_paid", "Payout paid (in transit to cash)"
+    PAYOUT_FAILED = "payout_failed", "Payout failed (reversal)"
 
 
 class Refund(models.Model):
@@ -165,6 +168,13 @@ class LedgerTransaction(models.Model):
     )
     refund = models.ForeignKey(
         Refund, null=True, blank=True, on_delete=models.PROTECT, related_name="ledger_postings"
+    )
+    payout = models.ForeignKey(
+        "billing.Payout",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="ledger_postings",
     )
     reverses = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by"

@@ -11,8 +11,14 @@ The reconciliation restates docs/ledger.md's postings a second time, from the do
 - each account's balance is what the documents say it is: receivable = issued totals -
   credit-note totals - paid totals + refunds; outside prepayment = the draws; provider pending /
   available = the provider's share less credits of unpaid / paid invoices; provider tax =
-  invoice tax - credit-note tax; cash = paid totals - refunds. Void invoices add nothing (issue
-  and reversal cancel); any other account kind has no document yet, so 0.
+  invoice tax - credit-note tax; cash = paid totals - refunds - paid payouts. Void invoices add
+  nothing (issue and reversal cancel);
+- commission = the commission charges of non-void invoices less what credit notes gave back
+  (each a `CommissionCharge`), taken from the provider's share;
+- each payout is posted once when made (`payout:<id>:sent`), once more when paid or when it
+  failed (its reversal), and never otherwise: a payout not failed takes its amount from
+  `provider_available`; in transit holds the pending and submitted ones. Any other account kind
+  has no document yet, so 0.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from django.db.models import Q, Sum
 from billing.models import (
     ISSUED_STATUSES,
     AccountKind,
+    CommissionCharge,
     CreditNote,
     Invoice,
     InvoiceLine,
@@ -34,6 +41,8 @@ from billing.models import (
     LedgerEntry,
     LedgerTransaction,
     LineKind,
+    Payout,
+    PayoutStatus,
     Refund,
 )
 
@@ -69,6 +78,12 @@ def _expected_keys() -> dict[str, str]:
         keys[f"credit_note:{pk}:issued"] = f"credit note {number}"
     for pk in Refund.objects.values_list("pk", flat=True):
         keys[f"refund:{pk}:issued"] = f"refund {pk}"
+    for pk, status in Payout.objects.values_list("pk", "status"):
+        keys[f"payout:{pk}:sent"] = f"the making of payout {pk}"
+        if status == PayoutStatus.PAID:
+            keys[f"payout:{pk}:paid"] = f"the payment of payout {pk}"
+        if status == PayoutStatus.FAILED:
+            keys[f"payout:{pk}:failed"] = f"the failure of payout {pk}"
     return keys
 
 
@@ -168,7 +183,40 @@ def expected_balances() -> dict[AccountKey, Decimal]:
     for customer, currency, refunded in refunds:
         expected[(customer, currency, AccountKind.CUSTOMER_RECEIVABLE, "")] += refunded
         expected[(None, currency, AccountKind.CASH, "")] -= refunded
+    _expect_commission(expected)
+    _expect_payouts(expected)
     return expected
+
+
+def _expect_commission(expected: dict[AccountKey, Decimal]) -> None:
+    """Commission moves from the provider's share (pending or available) to the marketplace."""
+    charges = (
+        CommissionCharge.objects.filter(invoice__status__in=ISSUED_STATUSES)
+        .order_by()
+        .values("invoice__issuer_id", "currency", "invoice__status")
+        .annotate(total=Sum("amount"))
+        .values_list("invoice__issuer_id", "currency", "invoice__status", "total")
+    )
+    for issuer, currency, status, total in charges:
+        paid = status == InvoiceStatus.PAID
+        provider_kind = AccountKind.PROVIDER_AVAILABLE if paid else AccountKind.PROVIDER_PENDING
+        expected[(issuer, currency, provider_kind, "")] += total
+        expected[(None, currency, AccountKind.COMMISSION, "")] -= total
+
+
+def _expect_payouts(expected: dict[AccountKey, Decimal]) -> None:
+    """Payouts not failed leave `provider_available`; unfinished ones are in transit; paid
+    ones left cash."""
+    for provider, currency, status, amount in Payout.objects.values_list(
+        "provider_id", "currency", "status", "amount"
+    ):
+        if status == PayoutStatus.FAILED:
+            continue
+        expected[(provider, currency, AccountKind.PROVIDER_AVAILABLE, "")] += amount
+        if status == PayoutStatus.PAID:
+            expected[(None, currency, AccountKind.CASH, "")] -= amount
+        else:
+            expected[(None, currency, AccountKind.PAYOUTS_IN_TRANSIT, "")] -= amount
 
 
 def actual_balances() -> dict[AccountKey, Decimal]:

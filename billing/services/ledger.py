@@ -30,6 +30,7 @@ from billing.models import (
     LedgerAccount,
     LedgerEntry,
     LedgerTransaction,
+    Payout,
     Refund,
 )
 from contracts.services import json_value
@@ -91,6 +92,7 @@ def ledger_post(
     invoice: Invoice | None = None,
     credit_note: CreditNote | None = None,
     refund: Refund | None = None,
+    payout: Payout | None = None,
     reverses: LedgerTransaction | None = None,
 ) -> tuple[LedgerTransaction, bool]:
     """Post one balanced transaction once; (the transaction, whether it was posted now).
@@ -120,6 +122,7 @@ def ledger_post(
         invoice=invoice,
         credit_note=credit_note,
         refund=refund,
+        payout=payout,
         reverses=reverses,
     )
     # Account pk order (credits first within an account): the balance trigger locks each
@@ -150,6 +153,7 @@ def ledger_reverse(
     actor: str,
     invoice: Invoice | None = None,
     credit_note: CreditNote | None = None,
+    payout: Payout | None = None,
 ) -> tuple[LedgerTransaction, bool]:
     """Post the reversal of a transaction: every entry negated, pointing back at it (once)."""
     legs = [
@@ -171,5 +175,6 @@ def ledger_reverse(
         inputs={"reverses": original.dedupe_key},
         invoice=invoice,
         credit_note=credit_note,
+        payout=payout,
         reverses=original,
     )

@@ -5,9 +5,10 @@ note), and by `ledger_backfill` for documents issued before the ledger existed. 
 keyed by its document and event, so calling it again posts nothing. Amounts are the documents'
 own rounded amounts; a posting never rounds.
 
-There is no commission yet: the provider's share of an invoice is every line but the
-prepayment draws and deposit returns (SLA credits, exit fees and true-ups included, each entry
-pointing at its line), and the tax is the provider's, collected on its behalf. Prepayment draws
+The provider's share of an invoice is every line but the prepayment draws and deposit returns
+(SLA credits, exit fees and true-ups included, each entry pointing at its line), less the
+marketplace's commission (billing.services.commission: charged at issue, given back pro rata by
+credit notes), and the tax is the provider's, collected on its behalf. Prepayment draws
 and deposit returns settle part of the invoice with money the contract says was paid outside
 Cardhour: they are debited to the customer's `customer_prepaid_outside` account.
 """
@@ -16,16 +17,21 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from billing.models import (
     AccountKind,
+    CommissionCharge,
     CreditNote,
     Invoice,
     InvoiceLine,
     LedgerTransaction,
     LineKind,
     TransactionKind,
+)
+from billing.services.commission import (
+    commission_charge_for_credit_note,
+    commission_charge_for_invoice,
 )
 from billing.services.ledger import Leg, ledger_account, ledger_post, ledger_reverse
 from core.errors import Conflict
@@ -59,6 +65,9 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
     pending share line by line and its tax."""
     if invoice.issued_at is None:
         raise Conflict(f"Invoice {invoice} is not issued.", code="invoice_not_issued")
+    known = LedgerTransaction.objects.filter(dedupe_key=issued_key(invoice)).first()
+    if known is not None:  # posted: its commission was charged then (or before commission)
+        return known
     currency = invoice.currency
     receivable = ledger_account(
         organization=invoice.customer_id, currency=currency, kind=AccountKind.CUSTOMER_RECEIVABLE
@@ -82,6 +91,14 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
             organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_TAX
         )
         legs.append(Leg(tax, -invoice.tax, f"tax on {invoice.number}"))
+    charge = commission_charge_for_invoice(invoice=invoice, base=provider_share(invoice))
+    legs += commission_legs(
+        provider=invoice.issuer_id,
+        share_kind=AccountKind.PROVIDER_PENDING,
+        amount=charge.amount,
+        currency=currency,
+        memo=f"commission on {invoice.number}",
+    )
     posted, _ = ledger_post(
         kind=TransactionKind.INVOICE_ISSUED,
         dedupe_key=issued_key(invoice),
@@ -92,10 +109,28 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
         ),
         actor=actor,
         legs=legs,
-        inputs={"total": invoice.total, "subtotal": invoice.subtotal, "tax": invoice.tax},
+        inputs={
+            "total": invoice.total,
+            "subtotal": invoice.subtotal,
+            "tax": invoice.tax,
+            "commission": charge.amount,
+            "commission_rule": charge.explanation,
+        },
         invoice=invoice,
     )
     return posted
+
+
+def commission_legs(
+    *, provider: int, share_kind: str, amount: Decimal, currency: str, memo: str
+) -> list[Leg]:
+    """Commission moves from the provider's share to the marketplace's revenue (a negative
+    amount gives it back)."""
+    if amount == 0:
+        return []
+    share = ledger_account(organization=provider, currency=currency, kind=share_kind)
+    revenue = ledger_account(organization=None, currency=currency, kind=AccountKind.COMMISSION)
+    return [Leg(share, amount, memo), Leg(revenue, -amount, memo)]
 
 
 def provider_share(invoice: Invoice) -> Decimal:
@@ -116,13 +151,30 @@ def _credited_before_payment(invoice: Invoice) -> Decimal:
     return credited or Decimal(0)
 
 
+def _commission_before_payment(invoice: Invoice) -> Decimal:
+    """The invoice's commission less what credit notes posted before its payment gave back."""
+    charged = (
+        CommissionCharge.objects.filter(invoice=invoice)
+        .filter(
+            Q(credit_note__isnull=True)
+            | Q(credit_note__ledger_postings__kind=TransactionKind.CREDIT_NOTE_ISSUED)
+        )
+        .aggregate(total=Sum("amount"))["total"]
+    )
+    return charged or Decimal(0)
+
+
 def invoice_paid_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
     """Dr cash, Cr the receivable (the invoice's total, as charged); the provider's share, less
     what credit notes already took back, moves from pending to available."""
     if invoice.paid_at is None:
         raise Conflict(f"Invoice {invoice} is not paid.", code="invoice_not_paid")
     currency = invoice.currency
-    share = provider_share(invoice) - _credited_before_payment(invoice)
+    share = (
+        provider_share(invoice)
+        - _credited_before_payment(invoice)
+        - _commission_before_payment(invoice)
+    )
     legs = [
         Leg(
             ledger_account(organization=None, currency=currency, kind=AccountKind.CASH),
@@ -215,6 +267,16 @@ def credit_note_post(*, note: CreditNote, actor: str) -> LedgerTransaction:
             organization=note.issuer_id, currency=currency, kind=AccountKind.PROVIDER_TAX
         )
         legs.append(Leg(tax, note.tax, f"tax on credit note {note.number}"))
+    if not LedgerTransaction.objects.filter(dedupe_key=credit_note_key(note)).exists():
+        back = commission_charge_for_credit_note(note=note)
+        if back is not None:
+            legs += commission_legs(
+                provider=note.issuer_id,
+                share_kind=share_kind,
+                amount=back.amount,
+                currency=currency,
+                memo=f"commission given back by {note.number}",
+            )
     posted, _ = ledger_post(
         kind=TransactionKind.CREDIT_NOTE_ISSUED,
         dedupe_key=credit_note_key(note),

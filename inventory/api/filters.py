@@ -9,6 +9,7 @@ from django.db.models import Q, QuerySet
 
 from core.api.filters import IsoDateTimeFilter
 from inventory.choices import (
+    AttentionKind,
     FixingStatus,
     FormFactor,
     GpuHealth,
@@ -16,6 +17,7 @@ from inventory.choices import (
     NodeStatus,
     OutageCause,
     OutageKind,
+    Precision,
     PriceTerm,
     SiteTier,
     Vendor,
@@ -25,6 +27,7 @@ from inventory.models import (
     GpuModel,
     IndexFixing,
     IndexSource,
+    LlmModel,
     MarketPrice,
     Node,
     Outage,
@@ -49,6 +52,22 @@ class GpuModelFilter(filters.FilterSet):
             "dense_fp8_tflops": ["gte", "lte"],
             "tdp_watts": ["gte", "lte"],
             "ga_date": ["gte", "lte"],
+        }
+
+
+class LlmModelFilter(filters.FilterSet):
+    """Model catalogue filters: publisher, attention kind, precision and size ranges."""
+
+    publisher = filters.CharFilter(lookup_expr="iexact")
+    attention = filters.MultipleChoiceFilter(choices=AttentionKind.choices)
+    default_precision = filters.MultipleChoiceFilter(choices=Precision.choices)
+
+    class Meta:
+        model = LlmModel
+        fields = {
+            "parameters": ["gte", "lte"],
+            "active_parameters": ["gte", "lte"],
+            "max_context_tokens": ["gte", "lte"],
         }
 
 

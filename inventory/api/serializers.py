@@ -18,6 +18,7 @@ from inventory.models import (
     GpuModel,
     IndexFixing,
     IndexSource,
+    LlmModel,
     MarketPrice,
     Node,
     Outage,
@@ -106,6 +107,34 @@ class GpuModelSerializer(serializers.ModelSerializer[GpuModel]):
             "interconnect",
             "interconnect_bandwidth_gbyte_s",
             "successor",
+            "spec_sources",
+        ]
+        read_only_fields = fields
+
+
+class LlmModelSerializer(serializers.ModelSerializer[LlmModel]):
+    """A catalogue language model: counts, attention shape, precision, context and sources."""
+
+    class Meta:
+        model = LlmModel
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "publisher",
+            "parameters",
+            "active_parameters",
+            "experts",
+            "experts_per_token",
+            "layers",
+            "attention_heads",
+            "kv_heads",
+            "head_dim",
+            "attention",
+            "kv_latent_dim",
+            "default_precision",
+            "max_context_tokens",
+            "source_url",
             "spec_sources",
         ]
         read_only_fields = fields

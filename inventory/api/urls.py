@@ -7,9 +7,11 @@ from inventory.api.views.assets import GpuViewSet, NodeViewSet, OutageViewSet, S
 from inventory.api.views.catalog import GpuModelViewSet, MarketPriceViewSet
 from inventory.api.views.imports import NodeImportView, NodeImportViewSlash
 from inventory.api.views.index import IndexFixingViewSet, IndexSourceViewSet
+from inventory.api.views.llm import LlmModelViewSet
 
 router = SimpleRouter()
 router.register("gpu-models", GpuModelViewSet, basename="gpu-model")
+router.register("llm-models", LlmModelViewSet, basename="llm-model")
 router.register("market-prices", MarketPriceViewSet, basename="market-price")
 router.register("index-sources", IndexSourceViewSet, basename="index-source")
 router.register("indices", IndexFixingViewSet, basename="index-fixing")

@@ -1,7 +1,7 @@
 """Write use cases of the inventory app, one transaction each; `<entity>_<verb>` names.
 
 Split by entity: sites, nodes (with their GPUs), outages, market observations, the market index
-(sources and fixings) and the bulk import.
+(sources and fixings), the model catalogue and the bulk import.
 """
 
 from inventory.services.gpus import gpu_health_set, gpu_update
@@ -12,6 +12,7 @@ from inventory.services.index import (
     index_source_register,
     index_source_update,
 )
+from inventory.services.llm_models import llm_model_create, llm_model_update
 from inventory.services.market import (
     MarketPricesRecorded,
     market_price_errors,
@@ -36,6 +37,8 @@ __all__ = [
     "index_fixings_compute",
     "index_source_register",
     "index_source_update",
+    "llm_model_create",
+    "llm_model_update",
     "market_price_errors",
     "market_prices_record",
     "node_create",

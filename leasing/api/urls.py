@@ -18,6 +18,7 @@ from leasing.api.views.leases import (
     LeaseViewSet,
     PreemptionNoticeViewSet,
 )
+from leasing.api.views.sizing import SizingView, SizingViewNoSlash
 
 router = Router()
 router.register("offers", OfferViewSet, basename="offer")
@@ -37,5 +38,8 @@ urlpatterns = [
     # Capacity is a computed search, not a collection of rows: a plain view, slash optional.
     path("capacity/", CapacityView.as_view(), name="capacity"),
     path("capacity", CapacityViewNoSlash.as_view()),
+    # Sizing computes an answer from the catalogues and offers; nothing is stored.
+    path("sizing/", SizingView.as_view(), name="sizing"),
+    path("sizing", SizingViewNoSlash.as_view()),
     *router.urls,
 ]

@@ -1,7 +1,8 @@
 """Reads of the leasing app: offers and SLA offerings by visibility, windows, capacity search.
 
 `visibility` scopes querysets to the caller, `windows` validates search and quote windows,
-`free` holds the one "free GPU" rule, and `capacity` the search built on it. Every name other
+`free` holds the one "free GPU" rule, `capacity` the search built on it, and `sizing` the
+workload sizing that prices its fits with that search. Every name other
 modules use is importable from here.
 """
 
@@ -22,6 +23,7 @@ from leasing.selectors.free import (
     free_gpu_counts,
     free_params,
 )
+from leasing.selectors.sizing import SizingAnswer, SizingRequest, sizing_answer
 from leasing.selectors.visibility import (
     offers_visible,
     offers_writable,
@@ -49,6 +51,8 @@ __all__ = [
     "CapacityPage",
     "CapacityResult",
     "OfferCapacity",
+    "SizingAnswer",
+    "SizingRequest",
     "Window",
     "capacity_search",
     "capacity_search_page",
@@ -58,6 +62,7 @@ __all__ = [
     "offers_visible",
     "offers_writable",
     "quotes_of",
+    "sizing_answer",
     "sla_offerings_visible",
     "sla_offerings_writable",
     "window_resolve",

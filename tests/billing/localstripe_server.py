@@ -23,6 +23,9 @@ Added to, or changed in, stock localstripe:
 - The `Idempotency-Key` header on POST: per API key, the first response (2xx or 4xx) is stored
   and replayed for the same key with the header `Idempotent-Replayed: true`; the same key with
   other parameters is a 400 `idempotency_error`; a key still in flight is a 409.
+- `POST /v1/transfers`, `GET /v1/transfers/{id}`, `GET /v1/transfers?transfer_group=...`
+  and `POST /v1/transfers/{id}/reversals` (whole amount): transfers to connected accounts, which
+  stock localstripe lacks; a destination `acct_closed...` is refused like an unknown account.
 - `POST /_config/faults` (JSON `{"method", "path", "mode", "skip", "times"}`): fail the
   matching requests (path is a regular expression searched in the URL path) after letting
   `skip` of them through; mode `before` answers 500 without doing anything, mode `after` does
@@ -232,12 +235,100 @@ def _invoice_send(id: str, **kwargs: Any) -> Invoice:
     return invoice
 
 
+# ---------------------------------------------------------------- transfers (Connect)
+
+
+class Transfer(resources.StripeObject):
+    """A transfer to a connected account (stock localstripe has none).
+
+    Every `acct_...` destination exists, except those starting `acct_closed`, which Stripe
+    answers as it does an unknown account: 400, "No such destination".
+    """
+
+    object = "transfer"
+    _id_prefix = "tr_"
+
+    def __init__(
+        self,
+        amount: Any = None,
+        currency: Any = None,
+        destination: Any = None,
+        description: Any = None,
+        metadata: Any = None,
+        transfer_group: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs:
+            raise UserError(400, "Unexpected " + ", ".join(kwargs.keys()))
+        amount = try_convert_to_int(amount)
+        if not (isinstance(amount, int) and amount > 0):
+            raise UserError(400, "amount must be a positive integer")
+        if not (isinstance(currency, str) and re.fullmatch(r"[a-z]{3}", currency)):
+            raise UserError(400, "currency must be a lower-case ISO code")
+        if not (isinstance(destination, str) and re.fullmatch(r"acct_\w+", destination)):
+            raise UserError(400, "destination must be a connected account id")
+        if destination.startswith("acct_closed"):
+            raise UserError(400, f"No such destination: '{destination}'")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise UserError(400, "metadata must be a hash")
+        super().__init__()
+        self.amount = amount
+        self.amount_reversed = 0
+        self.currency = currency
+        self.destination = destination
+        self.description = description or None
+        self.metadata = metadata or {}
+        self.transfer_group = transfer_group or None
+        self.reversed = False
+        schedule_webhook(Event("transfer.created", self))
+
+    @classmethod
+    def _api_list_all(
+        cls,
+        url: str,
+        limit: Any = None,
+        starting_after: Any = None,
+        transfer_group: Any = None,
+        destination: Any = None,
+        **kwargs: Any,
+    ) -> List:
+        if kwargs:
+            raise UserError(400, "Unexpected " + ", ".join(kwargs.keys()))
+        found = List(url, limit=limit, starting_after=starting_after)
+        found._list = [
+            value
+            for key, value in store.items()
+            if key.startswith("transfer:")
+            and (transfer_group is None or value.transfer_group == transfer_group)
+            and (destination is None or value.destination == destination)
+        ]
+        return found
+
+    @classmethod
+    def _api_reverse(cls, id: str, **kwargs: Any) -> Transfer:
+        """POST /v1/transfers/{id}/reversals (whole amount): the money comes back."""
+        transfer = cls._api_retrieve(id)
+        if transfer.reversed:
+            raise UserError(400, "This transfer is already fully reversed.")
+        transfer.reversed = True
+        transfer.amount_reversed = transfer.amount
+        schedule_webhook(Event("transfer.reversed", transfer))
+        return transfer
+
+
 app = server.app
 for _method, _url, _func in (
     ("POST", "/v1/invoices/{id}/finalize", _invoice_finalize),
     ("POST", "/v1/invoices/{id}/send", _invoice_send),
+    ("POST", "/v1/transfers/{id}/reversals", Transfer._api_reverse),
 ):
     app.router.add_route(_method, _url, server.api_extra(_func, _url))
+for _method, _url, _route in (
+    ("POST", "/v1/transfers", server.api_create),
+    ("GET", "/v1/transfers/{id}", server.api_retrieve),
+    ("GET", "/v1/transfers", server.api_list_all),
+):
+    app.router.add_route(_method, _url, _route(Transfer, _url))
 
 
 # ---------------------------------------------------------------- idempotency and faults

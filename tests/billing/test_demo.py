@@ -19,11 +19,14 @@ from django.utils import timezone
 from billing.demo import OFFER_NAME, simulated_months
 from billing.models import (
     BillingRun,
+    CommissionCharge,
     Invoice,
     InvoiceLine,
     InvoiceStatus,
     LedgerTransaction,
     LineKind,
+    Payout,
+    ProviderStatement,
     UsageBatch,
     UsageEvent,
     UsageRollup,
@@ -58,10 +61,11 @@ def demo_contracts() -> tuple[Contract, Contract, Contract]:
 
 
 def finalized(contract: Contract) -> list[Invoice]:
+    """The contract's issued invoices (the first month's are paid by now)."""
     return list(
-        Invoice.objects.filter(contract=contract, status=InvoiceStatus.FINALIZED).order_by(
-            "period_start"
-        )
+        Invoice.objects.filter(
+            contract=contract, status__in=[InvoiceStatus.FINALIZED, InvoiceStatus.PAID]
+        ).order_by("period_start")
     )
 
 
@@ -203,6 +207,25 @@ def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
     call_command("ledger_reconcile", stdout=reconciled)  # exits 1 on any difference
     assert "ledger = documents" in reconciled.getvalue()
     assert "0 transactions posted" in ledger_backfill_output()
+
+    # The marketplace took its commission on each invoice; the first month's invoices were paid,
+    # and the payout run stated the last month and paid the provider out by export file.
+    assert CommissionCharge.objects.filter(invoice__in=every, amount__gt=0).count() == len(every)
+    statement = ProviderStatement.objects.get(provider__slug="demo-provider")
+    assert statement.period_start == months[-1][0]
+    payout = Payout.objects.get(statement=statement)
+    assert (payout.status, payout.method, payout.amount) == (
+        "submitted",
+        "export",
+        statement.payable,
+    )
+    paid = Invoice.objects.filter(status=InvoiceStatus.PAID, contract__in=invoices)
+    collected = sum(
+        (invoice.subtotal - invoice.commission_charges.get().amount for invoice in paid),
+        Decimal(0),
+    )
+    assert paid.count() >= 3 and statement.payable == collected
+    assert "statement:" in text and f"payout {payout.pk} submitted (export)" in text
 
     before = snapshot()
     again = seed()

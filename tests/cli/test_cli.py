@@ -165,6 +165,32 @@ def test_search_quote_lease_extend_and_exit_as_a_customer(world: World):
 
 
 @TRANSACTIONAL
+def test_size_shows_the_fits_priced_from_current_capacity(world: World):
+    # Llama 3.1 70B, bf16, 8,192 tokens x 4 sequences: 141.1e9 bytes of weights need 2 H200
+    # (70.55e9 + 5.37e9 of KV cache + 17.29e9 overhead each); the world's offer sells them at
+    # 2.40 USD: 2.40 x 2 GPUs x 730 h = 3,504.00 USD per month.
+    args = ["size", "--model", "llama-3-1-70b", "--context", "8192", "--concurrency", "4"]
+    shown = world.customer_run(*args)
+    assert shown.code == 0, shown.stderr
+    assert "Weights: 70,553,706,496 parameters x 2 bytes (bf16)" in shown.stdout
+    assert "3,504.00 USD" in shown.stdout and "southern-cross" in shown.stdout
+    assert "upper bounds" in shown.stdout
+    answer = world.customer_run(*args, "--json").json()
+    h200 = [fit for fit in answer["fits"] if fit["gpu_model"] == "h200-sxm"]
+    assert h200[0]["gpus_per_node"] == 2
+    assert h200[0]["capacity"]["price_per_month"] == "3504.00"
+    assert h200[0]["capacity"]["offer_id"] == world.offer.pk
+
+    nowhere = world.customer_run("size", "--model", "llama-3-1-405b", "--max-gpus-per-node", "1")
+    assert nowhere.code == 0, nowhere.stderr
+    assert "No fit" in nowhere.stdout and "mi300x: even on 1 GPU" in nowhere.stdout
+
+    too_long = world.customer_run("size", "--model", "mistral-7b-v0-3", "--context", "65536")
+    assert too_long.code == EXIT_INVALID
+    assert "HTTP 400" in too_long.stderr and "context_above_model_max" in too_long.stderr
+
+
+@TRANSACTIONAL
 def test_invoices_are_listed_and_downloaded_as_pdf(world: World):
     invoice = make_issued_invoice(world.provider, world.customer)
 

@@ -30,8 +30,8 @@ from tests.leasing.pool import make_pool, next_hour
 pytestmark = pytest.mark.django_db
 
 POOL = {"provider": "southern-cross", "site": "southern-cross site", "gpu_model": "h200-sxm"}
-# A savepoint (the test's transaction), the statement timeout, eight aggregates, the release.
-SCRAPE_QUERIES = 11
+# A savepoint (the test's transaction), the statement timeout, nine aggregates, the release.
+SCRAPE_QUERIES = 12
 
 
 def scrape(client: Client, **headers: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.django_db
 # One query resolves the API key (with its organization), one reads the page.
 BASELINES = {
     "/api/v1/gpu-models/": 2,
+    "/api/v1/llm-models/": 2,
     "/api/v1/market-prices/": 2,
     "/api/v1/sites/": 2,
     "/api/v1/nodes/": 2,

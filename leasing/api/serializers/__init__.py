@@ -1,2 +1,3 @@
 """Serializers of the leasing API, by concern: `catalog` (offers, SLA offerings, capacity search,
-quotes) and `leases` (holds, leases, allocations, acceptance runs, a lease's history)."""
+quotes), `leases` (holds, leases, allocations, acceptance runs, a lease's history) and `sizing`
+(the sizing question and answer)."""

@@ -1,2 +1,3 @@
 """Views of the leasing API, by concern: `catalog` (offers, SLA offerings, capacity search,
-quotes) and `leases` (holds, leases, acceptance runs, a lease's history)."""
+quotes), `leases` (holds, leases, acceptance runs, a lease's history) and `sizing` (which GPUs
+hold a workload, and what they cost now)."""

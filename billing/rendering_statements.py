@@ -1,0 +1,119 @@
+"""Provider statements as PDF, with the invoice documents' page, fonts and formatting
+(billing.rendering): a header, the month's figures, the invoices behind them and the payout."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.utils import timezone
+from fpdf.fonts import FontFace
+
+from billing.models import Invoice, ProviderStatement
+from billing.rendering import (
+    PDF_FONT,
+    _DocumentPdf,
+    _pdf_bytes,
+    _text,
+    _totals,
+    ascii_safe,
+    format_date,
+    format_money,
+)
+
+MARKETPLACE_NAME = "Cardhour marketplace"
+
+
+def _payout_sentence(statement: ProviderStatement, currency: str) -> str:
+    """The statement's payout and its state as of rendering."""
+    payout = getattr(statement, "payout", None)
+    as_of = f"(as of {format_date(timezone.now())})"
+    if payout is None:
+        return f"No payout yet {as_of}."
+    return (
+        f"Payout {payout.pk}: {format_money(payout.amount, currency)}, "
+        f"{payout.get_status_display().lower()} by {payout.get_method_display().lower()} {as_of}."
+    )
+
+
+def statement_document(statement: ProviderStatement) -> dict[str, Any]:
+    """Everything a statement shows, preformatted."""
+    currency = statement.currency
+
+    def money(amount: Decimal) -> str:
+        return format_money(amount, currency)
+
+    invoices = Invoice.objects.filter(
+        issuer_id=statement.provider_id,
+        currency=currency,
+        issued_at__gte=statement.period_start,
+        issued_at__lt=statement.period_end,
+    ).order_by("issued_at", "pk")
+    return {
+        "title": "Provider statement",
+        "number": f"ST-{statement.provider_id}-{statement.period_start:%Y-%m}-{currency}",
+        "provider": statement.provider.name,
+        "period": (f"{format_date(statement.period_start)} to {format_date(statement.period_end)}"),
+        "currency": currency,
+        "created_on": format_date(statement.created_at),
+        "invoices": [
+            (
+                invoice.number or "",
+                format_date(invoice.issued_at),
+                invoice.get_status_display(),
+                money(invoice.subtotal),
+            )
+            for invoice in invoices
+        ],
+        "rows": [
+            ("Gross billed", money(statement.gross_billed), False),
+            ("SLA credits", money(-statement.sla_credits), False),
+            ("Refunds (credit notes)", money(-statement.refunds), False),
+            ("Marketplace commission", money(-statement.commission), False),
+            ("Net earned", money(statement.net_earned), True),
+            ("Payable (collected)", money(statement.payable), True),
+        ],
+        "payout": _payout_sentence(statement, currency),
+    }
+
+
+def statement_pdf(statement: ProviderStatement, *, compress: bool = True) -> bytes:
+    """The statement as a PDF: who and when, the figures, the invoices, the payout."""
+    doc = statement_document(statement)
+    pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {MARKETPLACE_NAME}")
+    pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
+    pdf.set_author(MARKETPLACE_NAME)
+    pdf.set_creation_date(statement.created_at)
+    pdf.add_page()
+    _text(pdf, MARKETPLACE_NAME, size=15, style="B", height=7)
+    _text(pdf, doc["title"].upper(), size=12, style="B", height=6)
+    pdf.ln(2)
+    for label, value in (
+        ("Statement", doc["number"]),
+        ("Provider", doc["provider"]),
+        ("Period", doc["period"]),
+        ("Currency", doc["currency"]),
+        ("Created", doc["created_on"]),
+    ):
+        _text(pdf, f"{label}: {value}")
+    pdf.ln(3)
+    pdf.set_font(PDF_FONT, size=8.5)
+    with pdf.table(
+        col_widths=(75, 30, 35, 40),
+        text_align=("LEFT", "LEFT", "LEFT", "RIGHT"),
+        headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
+        line_height=4.5,
+        padding=1.2,
+        borders_layout="HORIZONTAL_LINES",
+    ) as table:
+        heading = table.row()
+        for title in ("Invoice", "Issued", "Status", "Pre-tax"):
+            heading.cell(title)
+        for invoice_row in doc["invoices"]:
+            row = table.row()
+            for value in invoice_row:
+                row.cell(ascii_safe(value))
+    _totals(pdf, doc["rows"])
+    pdf.ln(4)
+    _text(pdf, doc["payout"])
+    return _pdf_bytes(pdf, compress=compress)
