@@ -89,7 +89,7 @@ class UsageRollupRunAdmin(ReadOnlyAdmin):
 
 # Invoices and credit notes: read-only documents and the actions on them (their own module);
 # the ledger: read-only accounts, transactions and entries.
-from billing import admin_invoices, admin_ledger, admin_payouts  # noqa: E402, F401
+from billing import admin_funds, admin_invoices, admin_ledger, admin_payouts  # noqa: E402, F401
 
 # ------------------------------------------------------------------ run logs and Stripe
 

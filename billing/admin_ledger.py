@@ -39,10 +39,11 @@ class LedgerTransactionAdmin(ReadOnlyAdmin):
         "credit_note",
         "refund",
         "payout",
+        "credit_grant",
         "actor",
     ]
     list_filter = ["kind"]
-    list_select_related = ["invoice", "credit_note", "refund", "payout"]
+    list_select_related = ["invoice", "credit_note", "refund", "payout", "credit_grant"]
     search_fields = ["dedupe_key", "invoice__number", "credit_note__number", "explanation"]
     date_hierarchy = "effective_at"
     inlines = [LedgerEntryInline]

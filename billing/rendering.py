@@ -17,7 +17,7 @@ from django.template.loader import render_to_string
 from fpdf import FPDF
 from fpdf.fonts import FontFace
 
-from billing.models import CreditNote, Invoice, InvoiceStatus
+from billing.models import CreditNote, Invoice, InvoiceStatus, LineKind
 from billing.parties import document_party
 from contracts.models import ContractEvent
 from core.money import minor_unit, round_money
@@ -140,6 +140,7 @@ def invoice_document(invoice: Invoice) -> dict[str, Any]:
     currency = invoice.currency
     lines = invoice.lines.order_by("position").prefetch_related("events")
     balance = invoice.total - invoice.credited_total
+    drawn = -sum((line.amount for line in lines if line.kind == LineKind.BALANCE_DRAW), Decimal(0))
     return {
         "kind": "invoice",
         "title": "Invoice",
@@ -186,6 +187,8 @@ def invoice_document(invoice: Invoice) -> dict[str, Any]:
         "has_credits": invoice.credited_total > 0,
         "credited_total": format_money(invoice.credited_total, currency),
         "balance": format_money(balance, currency),
+        "has_draws": drawn > 0,
+        "drawn_from_balance": format_money(drawn, currency),
     }
 
 
@@ -376,6 +379,15 @@ def invoice_pdf(invoice: Invoice, *, compress: bool = True) -> bytes:
         (f"Tax ({doc['tax_rate']} of {doc['taxable_amount']})", doc["tax"], False),
         ("Total", doc["total"], True),
     ]
+    if doc["has_draws"]:
+        rows.insert(
+            2,
+            (
+                "Paid from the prepaid balance (in the subtotal)",
+                f"-{doc['drawn_from_balance']}",
+                False,
+            ),
+        )
     if doc["has_credits"]:
         rows += [
             ("Credited", f"-{doc['credited_total']}", False),

@@ -13,12 +13,15 @@ from django.utils.dateparse import parse_datetime
 
 from billing.services.cycle import billing_cycle_run
 from billing.services.delivery import invoice_deliver
+from billing.services.funds_policy import funds_policies_evaluate
+from billing.services.grants import credit_grants_expire
 from billing.services.ledger_runs import ledger_reconciliation_run
 from billing.services.payout_runs import payout_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
 from billing.services.runs import billing_runs_abandon_stale
 from billing.services.stripe import StripeUnavailable
+from billing.services.top_ups import top_ups_resume
 
 
 @shared_task(name="billing.rollup_usage")
@@ -94,3 +97,21 @@ def run_payouts(as_of: str | None = None) -> dict[str, object]:
         "paid": outcome.paid,
         "failed": outcome.failed,
     }
+
+
+@shared_task(name="billing.expire_grants", acks_late=True)
+def expire_grants() -> int:
+    """Beat (hourly): take back the unused rest of grants whose expiry passed."""
+    return credit_grants_expire()
+
+
+@shared_task(name="billing.evaluate_funds", acks_late=True)
+def evaluate_funds() -> int:
+    """Beat (hourly): project each funds policy's balance and act; returns how many triggered."""
+    return funds_policies_evaluate()
+
+
+@shared_task(name="billing.resume_top_ups", acks_late=True)
+def resume_top_ups() -> int:
+    """Beat (hourly): charge again the card top-ups left pending; returns how many settled."""
+    return top_ups_resume()

@@ -28,6 +28,11 @@ EVENT_TYPES: dict[str, tuple[str, str]] = {
         "provider",
         "A usage batch had rejected events; their ids and reasons are included.",
     ),
+    "balance.low": (
+        "customer",
+        "A funds policy found the prepaid balance projected to run out within its days "
+        "(`data.days_left`); once a day and policy.",
+    ),
     "capacity_signal.raised": (
         "provider",
         "A pool's capacity signal is plan_scaling or act_now for the evaluated day.",

@@ -31,6 +31,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import api_key_create
 from billing.models import (
+    GrantKind,
     Invoice,
     InvoiceStatus,
     LedgerAccount,
@@ -39,9 +40,12 @@ from billing.models import (
     UsageRollup,
 )
 from billing.services.documents import credit_note_issue
+from billing.services.funds_policy import funds_policy_set
+from billing.services.grants import credit_grant_create
 from billing.services.ingest import usage_batch_ingest
 from billing.services.payout_runs import statement_generate
 from billing.services.rollups import usage_rollups_refresh_batch
+from billing.services.top_ups import top_up_record
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import acceptance_run_record, contract_activate
 from core.events import emit
@@ -699,6 +703,56 @@ def _payout_statement(world: World, _: str) -> Built:
     return Built(statement, kwargs={"pk": statement.pk})
 
 
+def _credit_grant(world: World, _: str) -> Built:
+    """Promotional credit on the customer's balance (its contract bills in USD)."""
+    world.contract()
+    grant = world.once(
+        "credit_grant",
+        lambda: credit_grant_create(
+            customer=world.customer,
+            currency="USD",
+            amount=Decimal("100"),
+            kind=GrantKind.PROMOTIONAL,
+            reason="tenant credit",
+            vouched_by="operator tenant",
+            actor="tenant",
+        ),
+    )
+    return Built(grant, kwargs={"pk": grant.pk})
+
+
+def _top_up(world: World, _: str) -> Built:
+    world.contract()
+    top_up = world.once(
+        "top_up",
+        lambda: top_up_record(
+            customer=world.customer,
+            currency="USD",
+            amount=Decimal("50"),
+            reference="tenant wire",
+            actor="tenant",
+        ),
+    )
+    return Built(top_up, kwargs={"pk": top_up.pk})
+
+
+def _burn_down(world: World, kind: str) -> Built:
+    """The customer's burn-down row: the customer itself, once it has a grant."""
+    _credit_grant(world, kind)
+    return Built(world.customer, kwargs={"pk": world.customer.pk})
+
+
+def _funds_policy(world: World, _: str) -> Built:
+    contract = world.contract()
+    policy = world.once(
+        "funds_policy",
+        lambda: funds_policy_set(
+            contract=contract, action="warn", threshold_days=7, actor="tenant"
+        ),
+    )
+    return Built(policy, kwargs={"pk": policy.pk}, refs={"contract": contract.pk})
+
+
 def _asset(world: World, _: str) -> Built:
     """The node with its months and payback, as the nightly job stores them."""
     node = world.node()
@@ -1032,6 +1086,29 @@ TENANT_RESOURCES: dict[str, Resource] = {
     "ledger-entry": Resource(owners=(PROVIDER, CUSTOMER), build=_ledger_entry),
     # A provider's statements: its own only; its customers never see them.
     "payout-statement": Resource(owners=(PROVIDER,), build=_payout_statement, customer_reads=False),
+    # Prepaid balances: the customer reads its own grants, top-ups, burn-down and policies.
+    "credit-grant": Resource(
+        owners=(CUSTOMER,),
+        build=_credit_grant,
+        no_reference={"create": "operators only: any other key is refused (403) before reading"},
+    ),
+    "top-up": Resource(
+        owners=(CUSTOMER,),
+        build=_top_up,
+        no_reference={
+            "create": "a card top-up is always the caller's; naming a customer is operators' (403)"
+        },
+    ),
+    "burn-down": Resource(owners=(CUSTOMER,), build=_burn_down),
+    "funds-policy": Resource(
+        owners=(CUSTOMER,),
+        build=_funds_policy,
+        references={
+            "create": lambda b: [
+                {"contract": b.refs["contract"], "action": "stop_new", "threshold_days": 3}
+            ]
+        },
+    ),
     "asset": Resource(owners=(PROVIDER,), build=_asset, economics=True, customer_reads=False),
     "capacity-signal": Resource(
         owners=(PROVIDER,),

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import django_filters
 
+from accounts.models import Organization
 from billing.models import (
     AccountKind,
+    CreditGrant,
     CreditNote,
+    FundsAction,
+    FundsPolicy,
+    GrantKind,
+    GrantScope,
     Invoice,
     InvoiceStatus,
     LedgerAccount,
     LedgerEntry,
+    TopUp,
+    TopUpMethod,
+    TopUpStatus,
     TransactionKind,
     UsageRollup,
 )
@@ -96,3 +105,57 @@ class LedgerEntryFilter(django_filters.FilterSet):
     class Meta:
         model = LedgerEntry
         fields = ["account", "currency"]
+
+
+class CreditGrantFilter(django_filters.FilterSet):
+    """Filter grants by customer, currency, kind, scope and whether they have expired."""
+
+    customer = django_filters.NumberFilter(field_name="customer_id")
+    currency = django_filters.CharFilter(lookup_expr="iexact")
+    kind = django_filters.MultipleChoiceFilter(choices=GrantKind.choices)
+    applies_to = django_filters.MultipleChoiceFilter(choices=GrantScope.choices)
+    expired = django_filters.BooleanFilter(
+        field_name="expired_at", lookup_expr="isnull", exclude=True
+    )
+
+    class Meta:
+        model = CreditGrant
+        fields = ["customer", "currency", "kind", "applies_to"]
+
+
+class TopUpFilter(django_filters.FilterSet):
+    """Filter top-ups by customer, currency, method and status."""
+
+    customer = django_filters.NumberFilter(field_name="customer_id")
+    currency = django_filters.CharFilter(lookup_expr="iexact")
+    method = django_filters.MultipleChoiceFilter(choices=TopUpMethod.choices)
+    status = django_filters.MultipleChoiceFilter(choices=TopUpStatus.choices)
+
+    class Meta:
+        model = TopUp
+        fields = ["customer", "currency", "method", "status"]
+
+
+class FundsPolicyFilter(django_filters.FilterSet):
+    """Filter funds policies by contract, action and whether they are triggered."""
+
+    contract = django_filters.NumberFilter(field_name="contract_id")
+    action = django_filters.MultipleChoiceFilter(choices=FundsAction.choices)
+    triggered = django_filters.BooleanFilter(
+        field_name="triggered_at", lookup_expr="isnull", exclude=True
+    )
+
+    class Meta:
+        model = FundsPolicy
+        fields = ["contract", "action"]
+
+
+class BurnDownFilter(django_filters.FilterSet):
+    """Operators: one customer's burn-down (by id or slug)."""
+
+    customer = django_filters.NumberFilter(field_name="pk")
+    slug = django_filters.CharFilter(lookup_expr="iexact")
+
+    class Meta:
+        model = Organization
+        fields = ["slug"]

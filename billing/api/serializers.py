@@ -8,6 +8,7 @@ with pydantic (billing.schemas). Stored amounts are answered at the currency's m
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -21,6 +22,7 @@ from billing.models import (
     InvoiceStatus,
     LedgerAccount,
     LedgerEntry,
+    LineKind,
     UsageRollup,
     UsageStatus,
 )
@@ -29,6 +31,7 @@ from billing.rating import LineDraft
 from billing.services.ingest import MAX_EVENTS_PER_BATCH
 from contracts.api.serializers import EventRefSerializer
 from core.api.fields import MinorUnitMixin, MoneyField
+from core.money import round_money
 
 # ---------------------------------------------------------------- invoices
 
@@ -84,6 +87,9 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
     lessor = serializers.SerializerMethodField(help_text="The issuer as the document shows it.")
     lessee = serializers.SerializerMethodField(help_text="The customer as the document shows it.")
     lines = InvoiceLineSerializer(many=True, read_only=True)
+    drawn_from_balance = serializers.SerializerMethodField(
+        help_text="What the prepaid balance paid (the `balance_draw` lines), as a positive amount."
+    )
     pdf_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -109,6 +115,7 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
             "tax",
             "total",
             "credited_total",
+            "drawn_from_balance",
             "issued_at",
             "due_at",
             "paid_at",
@@ -127,6 +134,14 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
     @extend_schema_field(PartySerializer)
     def get_lessee(self, invoice: Invoice) -> dict[str, Any]:
         return PartySerializer(document_party(invoice.customer)).data
+
+    def get_drawn_from_balance(self, invoice: Invoice) -> str:
+        """From the prefetched lines: no query per invoice."""
+        drawn = -sum(
+            (line.amount for line in invoice.lines.all() if line.kind == LineKind.BALANCE_DRAW),
+            Decimal(0),
+        )
+        return str(round_money(drawn, invoice.currency))
 
     def get_pdf_url(self, invoice: Invoice) -> str | None:
         """Where to download the PDF (issued invoices only)."""
@@ -355,6 +370,9 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
     payout = serializers.IntegerField(
         source="transaction.payout_id", read_only=True, allow_null=True
     )
+    credit_grant = serializers.IntegerField(
+        source="transaction.credit_grant_id", read_only=True, allow_null=True
+    )
     reverses = serializers.IntegerField(
         source="transaction.reverses_id", read_only=True, allow_null=True
     )
@@ -377,6 +395,7 @@ class LedgerEntrySerializer(MinorUnitMixin, serializers.ModelSerializer[LedgerEn
             "credit_note",
             "refund",
             "payout",
+            "credit_grant",
             "reverses",
             "explanation",
         ]

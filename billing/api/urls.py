@@ -12,6 +12,12 @@ from billing.api.views import (
     UsageEventViewSet,
     UsageRollupViewSet,
 )
+from billing.api.views_funds import (
+    BurnDownViewSet,
+    CreditGrantViewSet,
+    FundsPolicyViewSet,
+    TopUpViewSet,
+)
 from core.api.routers import Router
 
 router = Router()
@@ -22,6 +28,10 @@ router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
 router.register("balances", BalanceViewSet, basename="balance")
 router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
 router.register("payout-statements", ProviderStatementViewSet, basename="payout-statement")
+router.register("credit-grants", CreditGrantViewSet, basename="credit-grant")
+router.register("top-ups", TopUpViewSet, basename="top-up")
+router.register("burn-down", BurnDownViewSet, basename="burn-down")
+router.register("funds-policies", FundsPolicyViewSet, basename="funds-policy")
 
 urlpatterns = [
     *router.urls,

@@ -25,7 +25,9 @@ invoices are paid, and today's payout run states the last month and pays the pro
 collected (`payouts`). Seeding again changes nothing.
 
 Modules: `timing` (the months, the job delays, names and figures), `quarter` (the steps),
-`payouts` (commission, payments and the payout run); this module seeds and reports.
+`payouts` (commission, payments and the payout run), `funds` (the prepaid balance: promotional
+card-hour credit drawn down by the second month's bill, a bank-transfer top-up at seeding time,
+and a funds policy whose burn-down says when the balance runs out); this module seeds and reports.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.demo.funds import fund
 from billing.demo.payouts import commission_set, pay_and_pay_out
 from billing.demo.quarter import Quarter
 from billing.demo.timing import CUSTOMER, OFFER_NAME, PROVIDER, simulated_months
@@ -101,6 +104,8 @@ def seed(out: TextIO) -> None:
     )
     quarter.run()
     _summary(quarter, out)
+    assert quarter.block is not None  # booked in the quarter's first step
+    fund(quarter.customer, quarter.block.contract, out)
     _deliver_later(
         list(
             Invoice.objects.filter(

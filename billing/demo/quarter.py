@@ -14,6 +14,7 @@ from typing import Any, Literal
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.demo.funds import grant_promotion
 from billing.demo.timing import (
     ACTOR,
     CALLER_REJECTED,
@@ -119,6 +120,7 @@ class Quarter:
             (notice_at, partial(self.give_notice, exit_date=exit_date)),
             (exit_at + timedelta(hours=1), self.end_due),
             (at_offset(second, days=12, hours=18), self.market_price_cut),
+            (at_offset(self.months[2][0], days=-2, hours=12), self.grant_promotion),
         ]
         for index, (start, end) in enumerate(self.months):
             day = start
@@ -396,6 +398,10 @@ class Quarter:
         usage_rollups_refresh(since=since, now=at)
 
     # ------------------------------------------------------------ billing
+
+    def grant_promotion(self, at: datetime) -> None:
+        """Promotional card-hour credit, drawn down by the second month's bill."""
+        grant_promotion(self.customer, at)
 
     def run_billing(self, at: datetime) -> None:
         """The billing cycle: draft the ended periods, finalize them (delivery comes later)."""

@@ -52,6 +52,7 @@ class LineKind(models.TextChoices):
     TRUE_UP = "true_up", "Minimum-commitment true-up"
     PREPAYMENT_DRAW = "prepayment_draw", "Paid from prepayment"
     DEPOSIT_RETURN = "deposit_return", "Deposit returned"
+    BALANCE_DRAW = "balance_draw", "Paid from the prepaid balance"
 
 
 class NumberSeries(models.TextChoices):

@@ -122,6 +122,9 @@ class TransactionKind(models.TextChoices):
     PAYOUT_SENT = "payout_sent", "Payout made (payable to in transit)"
     PAYOUT_PAID = "payout_paid", "Payout paid (in transit to cash)"
     PAYOUT_FAILED = "payout_failed", "Payout failed (reversal)"
+    TOP_UP_RECEIVED = "top_up_received", "Top-up received"
+    GRANT_ISSUED = "grant_issued", "Promotional credit granted"
+    GRANT_EXPIRED = "grant_expired", "Grant expired (unused rest taken back)"
 
 
 class Refund(models.Model):
@@ -171,6 +174,13 @@ class LedgerTransaction(models.Model):
     )
     payout = models.ForeignKey(
         "billing.Payout",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="ledger_postings",
+    )
+    credit_grant = models.ForeignKey(
+        "billing.CreditGrant",
         null=True,
         blank=True,
         on_delete=models.PROTECT,

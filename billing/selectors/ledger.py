@@ -11,8 +11,9 @@ The reconciliation restates docs/ledger.md's postings a second time, from the do
 - each account's balance is what the documents say it is: receivable = issued totals -
   credit-note totals - paid totals + refunds; outside prepayment = the draws; provider pending /
   available = the provider's share less credits of unpaid / paid invoices; provider tax =
-  invoice tax - credit-note tax; cash = paid totals - refunds - paid payouts. Void invoices add
-  nothing (issue and reversal cancel);
+  invoice tax - credit-note tax; cash = paid totals - refunds - paid payouts + top-ups; each
+  grant's sub-ledger = granted - drawn by issued invoices - taken back at expiry; promotions =
+  promotional credit granted - taken back. Void invoices add nothing (issue and reversal cancel);
 - commission = the commission charges of non-void invoices less what credit notes gave back
   (each a `CommissionCharge`), taken from the provider's share;
 - each payout is posted once when made (`payout:<id>:sent`), once more when paid or when it
@@ -33,7 +34,9 @@ from billing.models import (
     ISSUED_STATUSES,
     AccountKind,
     CommissionCharge,
+    CreditGrant,
     CreditNote,
+    GrantKind,
     Invoice,
     InvoiceLine,
     InvoiceStatus,
@@ -44,9 +47,11 @@ from billing.models import (
     Payout,
     PayoutStatus,
     Refund,
+    grant_subledger,
 )
 
 PREPAID_LINE_KINDS = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
+SETTLEMENT_LINE_KINDS = (*PREPAID_LINE_KINDS, LineKind.BALANCE_DRAW)
 ZERO = Decimal(0)
 
 # (organization id or None for the marketplace, currency, kind, subledger)
@@ -84,6 +89,10 @@ def _expected_keys() -> dict[str, str]:
             keys[f"payout:{pk}:paid"] = f"the payment of payout {pk}"
         if status == PayoutStatus.FAILED:
             keys[f"payout:{pk}:failed"] = f"the failure of payout {pk}"
+    for pk, expired_at in CreditGrant.objects.values_list("pk", "expired_at"):
+        keys[f"grant:{pk}:issued"] = f"grant {pk}"
+        if expired_at is not None:
+            keys[f"grant:{pk}:expired"] = f"the expiry of grant {pk}"
     return keys
 
 
@@ -142,7 +151,7 @@ def expected_balances() -> dict[AccountKey, Decimal]:
     expected: dict[AccountKey, Decimal] = defaultdict(Decimal)
     lines = InvoiceLine.objects.order_by().values("invoice_id")
     share = dict(
-        lines.exclude(kind__in=PREPAID_LINE_KINDS)
+        lines.exclude(kind__in=SETTLEMENT_LINE_KINDS)
         .annotate(total=Sum("amount"))
         .values_list("invoice_id", "total")
     )
@@ -185,6 +194,7 @@ def expected_balances() -> dict[AccountKey, Decimal]:
         expected[(None, currency, AccountKind.CASH, "")] -= refunded
     _expect_commission(expected)
     _expect_payouts(expected)
+    _expected_grant_balances(expected)
     return expected
 
 
@@ -217,6 +227,26 @@ def _expect_payouts(expected: dict[AccountKey, Decimal]) -> None:
             expected[(None, currency, AccountKind.CASH, "")] -= amount
         else:
             expected[(None, currency, AccountKind.PAYOUTS_IN_TRANSIT, "")] -= amount
+
+
+def _expected_grant_balances(expected: dict[AccountKey, Decimal]) -> None:
+    """Each grant's sub-ledger: granted - drawn by issued invoices - taken back at expiry; its
+    source: cash for paid money (top-ups), promotions for promotional credit."""
+    drawn: dict[int, Decimal] = defaultdict(Decimal)
+    draws = InvoiceLine.objects.filter(
+        kind=LineKind.BALANCE_DRAW, invoice__status__in=ISSUED_STATUSES
+    ).values_list("inputs", "amount")
+    for inputs, amount in draws:
+        drawn[int(inputs["grant_id"])] -= amount
+    grants = CreditGrant.objects.values_list(
+        "pk", "customer_id", "currency", "kind", "amount", "expired_amount"
+    )
+    for pk, customer, currency, kind, amount, expired in grants:
+        expected[(customer, currency, AccountKind.CUSTOMER_BALANCE, grant_subledger(pk))] -= (
+            amount - drawn.get(pk, ZERO) - expired
+        )
+        source = AccountKind.CASH if kind == GrantKind.PAID else AccountKind.PROMOTIONS
+        expected[(None, currency, source, "")] += amount - expired
 
 
 def actual_balances() -> dict[AccountKey, Decimal]:

@@ -27,7 +27,9 @@ from billing.models import (
 )
 
 ZERO = Decimal(0)
-PREPAID_LINE_KINDS = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
+# Lines that settle part of an invoice (outside prepayment, deposits, the prepaid balance) are not
+# what the provider billed.
+SETTLEMENT_LINE_KINDS = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN, LineKind.BALANCE_DRAW)
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def statement_figures(
         issued_at__gte=start,
         issued_at__lt=end,
     )
-    lines = InvoiceLine.objects.filter(invoice__in=invoices).exclude(kind__in=PREPAID_LINE_KINDS)
+    lines = InvoiceLine.objects.filter(invoice__in=invoices).exclude(kind__in=SETTLEMENT_LINE_KINDS)
     notes = CreditNote.objects.filter(
         issuer_id=provider_id, currency=currency, issued_at__gte=start, issued_at__lt=end
     )

@@ -35,6 +35,7 @@ from billing.models import (
     InvoiceStatus,
     NumberSeries,
 )
+from billing.services.drawdown import invoice_balance_draw
 from billing.services.invoices import invoice_rate_draft
 from billing.services.postings import (
     credit_note_post,
@@ -175,6 +176,7 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
         )
     INVOICE_LIFECYCLE.guard(invoice.status, InvoiceStatus.FINALIZED, label=str(invoice))
     invoice_rate_draft(invoice=invoice, now=now)
+    drawn = invoice_balance_draw(invoice=invoice, now=now)
     year = now.year
     invoice.sequence_number, invoice.number = _next_number(
         issuer=invoice.issuer, series=NumberSeries.INVOICE, year=year
@@ -192,9 +194,24 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
         ),
         at=now,
         update_fields=["sequence_number", "number", "sequence_year", "issued_at", "due_at"],
-        inputs={"number": invoice.number, "total": invoice.total, "due_at": invoice.due_at},
+        inputs={
+            "number": invoice.number,
+            "total": invoice.total,
+            "due_at": invoice.due_at,
+            "drawn_from_balance": drawn,
+        },
     )
     invoice_issued_post(invoice=invoice, actor=actor)
+    if drawn and invoice.total == 0:
+        # Settled in full from the prepaid balance: there is nothing left to collect.
+        invoice_transition(
+            invoice=invoice,
+            to_status=InvoiceStatus.PAID,
+            actor=actor,
+            reason=f"settled in full from the prepaid balance ({drawn} {invoice.currency})",
+            at=now,
+        )
+        invoice_paid_post(invoice=invoice, actor=actor)
     return invoice
 
 

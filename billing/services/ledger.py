@@ -25,6 +25,7 @@ from accounts.models import Organization
 from billing.models import (
     MARKETPLACE_KINDS,
     NON_NEGATIVE_KINDS,
+    CreditGrant,
     CreditNote,
     Invoice,
     LedgerAccount,
@@ -93,6 +94,7 @@ def ledger_post(
     credit_note: CreditNote | None = None,
     refund: Refund | None = None,
     payout: Payout | None = None,
+    credit_grant: CreditGrant | None = None,
     reverses: LedgerTransaction | None = None,
 ) -> tuple[LedgerTransaction, bool]:
     """Post one balanced transaction once; (the transaction, whether it was posted now).
@@ -123,6 +125,7 @@ def ledger_post(
         credit_note=credit_note,
         refund=refund,
         payout=payout,
+        credit_grant=credit_grant,
         reverses=reverses,
     )
     # Account pk order (credits first within an account): the balance trigger locks each

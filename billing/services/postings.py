@@ -5,12 +5,13 @@ note), and by `ledger_backfill` for documents issued before the ledger existed. 
 keyed by its document and event, so calling it again posts nothing. Amounts are the documents'
 own rounded amounts; a posting never rounds.
 
-The provider's share of an invoice is every line but the prepayment draws and deposit returns
-(SLA credits, exit fees and true-ups included, each entry pointing at its line), less the
-marketplace's commission (billing.services.commission: charged at issue, given back pro rata by
-credit notes), and the tax is the provider's, collected on its behalf. Prepayment draws
+The provider's share of an invoice is every line but the prepayment draws, deposit returns and
+balance draws (SLA credits, exit fees and true-ups included, each entry pointing at its line),
+less the marketplace's commission (billing.services.commission: charged at issue, given back pro
+rata by credit notes), and the tax is the provider's, collected on its behalf. Prepayment draws
 and deposit returns settle part of the invoice with money the contract says was paid outside
-Cardhour: they are debited to the customer's `customer_prepaid_outside` account.
+Cardhour: they are debited to the customer's `customer_prepaid_outside` account. Balance draws
+are paid from the customer's prepaid balance: each is debited to its grant's sub-ledger.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from billing.models import (
     LedgerTransaction,
     LineKind,
     TransactionKind,
+    grant_subledger,
 )
 from billing.services.commission import (
     commission_charge_for_credit_note,
@@ -38,6 +40,9 @@ from core.errors import Conflict
 
 # Lines settled with money paid outside Cardhour, not the provider's revenue.
 PREPAID_LINE_KINDS = frozenset({LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN})
+# Lines that settle part of an invoice rather than charge for something: the outside-paid ones
+# and the draws on the customer's prepaid balance (docs/ledger.md, "Draw-down order").
+SETTLEMENT_LINE_KINDS = PREPAID_LINE_KINDS | {LineKind.BALANCE_DRAW}
 
 
 def issued_key(invoice: Invoice | int) -> str:
@@ -77,7 +82,15 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
     )
     legs = [Leg(receivable, invoice.total, f"amount due on {invoice.number}")]
     for line in _lines(invoice):
-        if line.kind in PREPAID_LINE_KINDS:
+        if line.kind == LineKind.BALANCE_DRAW:
+            grant = ledger_account(
+                organization=invoice.customer_id,
+                currency=currency,
+                kind=AccountKind.CUSTOMER_BALANCE,
+                subledger=grant_subledger(int(line.inputs["grant_id"])),
+            )
+            legs.append(Leg(grant, -line.amount, line.description, line.pk))
+        elif line.kind in PREPAID_LINE_KINDS:
             prepaid = ledger_account(
                 organization=invoice.customer_id,
                 currency=currency,
@@ -134,10 +147,10 @@ def commission_legs(
 
 
 def provider_share(invoice: Invoice) -> Decimal:
-    """The provider's share of an invoice before tax: every line but the outside-paid ones."""
+    """The provider's share of an invoice before tax: every line but the settling ones."""
     share = (
         InvoiceLine.objects.filter(invoice=invoice)
-        .exclude(kind__in=PREPAID_LINE_KINDS)
+        .exclude(kind__in=SETTLEMENT_LINE_KINDS)
         .aggregate(total=Sum("amount"))["total"]
     )
     return share or Decimal(0)

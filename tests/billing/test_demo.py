@@ -20,6 +20,8 @@ from billing.demo import OFFER_NAME, simulated_months
 from billing.models import (
     BillingRun,
     CommissionCharge,
+    FundsAlert,
+    FundsPolicy,
     Invoice,
     InvoiceLine,
     InvoiceStatus,
@@ -27,6 +29,7 @@ from billing.models import (
     LineKind,
     Payout,
     ProviderStatement,
+    TopUp,
     UsageBatch,
     UsageEvent,
     UsageRollup,
@@ -226,6 +229,17 @@ def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
     )
     assert paid.count() >= 3 and statement.payable == collected
     assert "statement:" in text and f"payout {payout.pk} submitted (export)" in text
+    # The prepaid balance: the promotional card-hour credit was drawn down by a second-month
+    # card-hour invoice, the top-up is on the balance, and the burn-down has a date.
+    draw = InvoiceLine.objects.get(kind=LineKind.BALANCE_DRAW)
+    assert draw.amount == Decimal("-500.00")
+    assert draw.invoice.period_start == months[1][0]  # granted two days before it was billed
+    assert draw.invoice.contract in (block, exiting)
+    assert TopUp.objects.get(customer__slug="demo-customer").status == "succeeded"
+    assert "funds:" in text and "runs out on" in text
+    policy = FundsPolicy.objects.get(contract=block)
+    assert policy.days_left is not None and policy.evaluated_at is not None
+    assert FundsAlert.objects.filter(policy=policy).exists() == (policy.days_left <= 60)
 
     before = snapshot()
     again = seed()

@@ -31,6 +31,7 @@ ALL_TYPES = [
     "credit_note.issued",
     "usage.events_rejected",
     "capacity_signal.raised",
+    "balance.low",
 ]
 
 

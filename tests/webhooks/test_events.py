@@ -11,8 +11,10 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing.models import InvoiceStatus
+from billing.models import GrantKind, InvoiceStatus
 from billing.services.documents import credit_note_issue, invoice_mark_paid
+from billing.services.funds_policy import funds_policies_evaluate, funds_policy_set
+from billing.services.grants import credit_grant_create
 from contracts import engine
 from contracts.services import contract_activate, contract_price_steps_apply, contract_transition
 from core.event_types import EVENT_TYPES
@@ -267,6 +269,35 @@ def test_a_raised_capacity_signal_is_sent_once_per_day_to_the_provider(
     assert signal["level"] == "act_now"
     assert signal["site_id"] == busy_node.site_id
     assert OutboxEvent.objects.filter(type="capacity_signal.raised").count() == 1
+
+
+def test_a_low_balance_warns_the_customer_once_a_day_with_the_days_left(
+    receiver: Receiver, client_for: ClientFor, provider: Organization, customer: Organization
+):
+    ours, theirs = listen(customer, receiver), listen(provider, receiver)
+    offer, _ = make_pool(provider)
+    lease = client_for(customer).post(
+        LEASES, window(offer, start=timezone.now(), hours=240), format="json"
+    )
+    assert lease.status_code == 201, lease.json()
+    contract = Lease.objects.get(pk=lease.json()["id"]).contract
+    credit_grant_create(
+        customer=customer,
+        currency="USD",
+        amount=Decimal("100.00"),
+        kind=GrantKind.PROMOTIONAL,
+        reason="trial",
+        vouched_by="operator ops",
+        actor="ops",
+    )
+    funds_policy_set(contract=contract, action="warn", threshold_days=7, actor="customer")
+    funds_policies_evaluate()
+    funds_policies_evaluate()  # the same day again: no second warning
+    pump()
+    [low] = of_type(heard(receiver, ours), "balance.low")
+    assert low["contract_id"] == contract.pk
+    assert Decimal(low["days_left"]) < 7 and low["action"] == "warn"
+    assert of_type(heard(receiver, theirs), "balance.low") == []  # the customer's money only
 
 
 def test_every_event_type_was_emitted_by_a_trigger_above():

@@ -1,0 +1,132 @@
+"""Reads of customer funds: balances per grant, and the burn-down — the date a customer's prepaid
+balance runs out at its current run rate.
+
+The run rate is what the customer's running commitments cost a day now: each active lease's
+GPUs at its price for 24 hours, plus its token contracts' average spend a day over the last
+seven days of hourly rollups. What is already owed but not yet issued (draft invoices) comes off
+the balance first, since issuing those drafts will draw it down. A balance with no run rate
+never runs out (`days_left` is None). Grants limited to card-hours or tokens count in full: the
+projection is of the whole balance, and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Sum
+
+from billing.models import AccountKind, Invoice, InvoiceStatus, LedgerAccount
+from billing.models.usage import UsageRollup
+from contracts.choices import LIVE_STATUSES, PricingBasis
+from contracts.models import Contract
+from core.money import round_money
+from leasing.choices import LeaseStatus
+from leasing.models import Lease
+
+HOURS_A_DAY = Decimal(24)
+TOKEN_WINDOW_DAYS = 7
+MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class BurnDown:
+    """One customer's prepaid balance in one currency, and when it runs out at today's rate."""
+
+    customer_id: int
+    currency: str
+    balance: Decimal
+    unbilled: Decimal
+    daily_burn: Decimal
+    days_left: Decimal | None
+    runs_out_at: datetime | None
+    as_of: datetime
+    explanation: str
+
+
+def prepaid_balances(customer_ids: list[int] | None = None) -> dict[tuple[int, str], Decimal]:
+    """(customer, currency) → what its live grants hold (positive)."""
+    accounts = LedgerAccount.objects.filter(kind=AccountKind.CUSTOMER_BALANCE)
+    if customer_ids is not None:
+        accounts = accounts.filter(organization_id__in=customer_ids)
+    rows = accounts.values("organization_id", "currency").annotate(total=Sum("balance"))
+    return {(row["organization_id"], row["currency"]): -row["total"] for row in rows}
+
+
+def _lease_burn(customer_id: int, currency: str, now: datetime) -> Decimal:
+    """The customer's active leases at their price, for a day."""
+    leases = Lease.objects.filter(
+        customer_id=customer_id,
+        currency=currency,
+        status=LeaseStatus.ACTIVE,
+        start__lte=now,
+        end__gt=now,
+    ).values_list("gpu_count", "price_per_gpu_hour")
+    return sum((count * rate * HOURS_A_DAY for count, rate in leases), Decimal(0))
+
+
+def _token_burn(customer_id: int, currency: str, now: datetime) -> Decimal:
+    """The customer's token contracts: their average spend a day over the last seven days."""
+    contracts = Contract.objects.filter(
+        lessee_id=customer_id,
+        currency=currency,
+        pricing_basis=PricingBasis.TOKEN_SLA,
+        status__in=LIVE_STATUSES,
+    )
+    spend = Decimal(0)
+    since = now - timedelta(days=TOKEN_WINDOW_DAYS)
+    for contract in contracts:
+        used = UsageRollup.objects.filter(
+            contract=contract, hour__gte=since, hour__lt=now
+        ).aggregate(inputs=Sum("input_tokens_success"), outputs=Sum("output_tokens_success"))
+        spend += Decimal(used["inputs"] or 0) / MILLION * (
+            contract.rate_per_million_input_tokens or 0
+        ) + Decimal(used["outputs"] or 0) / MILLION * (contract.rate_per_million_output_tokens or 0)
+    return spend / TOKEN_WINDOW_DAYS
+
+
+def _unbilled(customer_id: int, currency: str) -> Decimal:
+    """Drafts of ended periods: they will draw the balance down when they are issued."""
+    total = Invoice.objects.filter(
+        customer_id=customer_id, currency=currency, status=InvoiceStatus.DRAFT
+    ).aggregate(total=Sum("total"))["total"]
+    return max(total or Decimal(0), Decimal(0))
+
+
+def burn_down(*, customer_id: int, currency: str, now: datetime) -> BurnDown:
+    """The burn-down of one customer's balance in one currency."""
+    balance = prepaid_balances([customer_id]).get((customer_id, currency), Decimal(0))
+    unbilled = _unbilled(customer_id, currency)
+    daily = round_money(
+        _lease_burn(customer_id, currency, now) + _token_burn(customer_id, currency, now),
+        currency,
+    )
+    available = max(balance - unbilled, Decimal(0))
+    if daily <= 0:
+        days_left = None
+        runs_out_at = None
+        sentence = (
+            f"{balance} {currency} on the prepaid balance and nothing running that spends it: "
+            "it does not run out at the current rate."
+        )
+    else:
+        days_left = (available / daily).quantize(Decimal("0.01"))
+        runs_out_at = now + timedelta(days=float(available / daily))
+        sentence = (
+            f"{balance} {currency} on the prepaid balance, {unbilled} of it owed on invoices "
+            f"not yet issued; at {daily} {currency} a day (running leases and the last "
+            f"{TOKEN_WINDOW_DAYS} days of tokens) it runs out in {days_left} days, "
+            f"on {runs_out_at:%Y-%m-%d %H:%M} UTC."
+        )
+    return BurnDown(
+        customer_id=customer_id,
+        currency=currency,
+        balance=balance,
+        unbilled=unbilled,
+        daily_burn=daily,
+        days_left=days_left,
+        runs_out_at=runs_out_at,
+        as_of=now,
+        explanation=sentence,
+    )
