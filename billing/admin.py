@@ -88,8 +88,15 @@ class UsageRollupRunAdmin(ReadOnlyAdmin):
 
 
 # Invoices and credit notes: read-only documents and the actions on them (their own module);
-# the ledger: read-only accounts, transactions and entries.
-from billing import admin_funds, admin_invoices, admin_ledger, admin_payouts  # noqa: E402, F401
+# the ledger: read-only accounts, transactions and entries; funds, payouts, budgets and usage
+# alert rules.
+from billing import (  # noqa: E402, F401
+    admin_budgets,
+    admin_funds,
+    admin_invoices,
+    admin_ledger,
+    admin_payouts,
+)
 
 # ------------------------------------------------------------------ run logs and Stripe
 

@@ -17,11 +17,13 @@ from accounts.models import Organization
 from billing.models import (
     BillingRun,
     BillingRunOutcome,
+    Budget,
     DocumentSequence,
     Invoice,
     LedgerAccount,
     Payout,
     ProviderStatement,
+    UsageAlertRule,
 )
 
 
@@ -85,6 +87,18 @@ def ledger_accounts_lock(*accounts: LedgerAccount) -> dict[int, LedgerAccount]:
         account.pk: account
         for account in LedgerAccount.objects.select_for_update().filter(pk__in=pks).order_by("pk")
     }
+
+
+def budget_lock(budget: Budget | int) -> Budget:
+    """Re-read one budget under its row lock: its evaluations and changes run one at a time."""
+    pk = budget if isinstance(budget, int) else budget.pk
+    return Budget.objects.select_for_update().select_related("organization").get(pk=pk)
+
+
+def usage_alert_rule_lock(rule: UsageAlertRule | int) -> UsageAlertRule:
+    """Re-read one usage alert rule under its row lock (evaluations and changes, one at a time)."""
+    pk = rule if isinstance(rule, int) else rule.pk
+    return UsageAlertRule.objects.select_for_update().get(pk=pk)
 
 
 def statement_lock(statement: ProviderStatement | int) -> ProviderStatement:

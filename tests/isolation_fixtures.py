@@ -31,14 +31,18 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import api_key_create
 from billing.models import (
+    Budget,
     GrantKind,
     Invoice,
     InvoiceStatus,
     LedgerAccount,
     ProviderStatement,
+    UsageAlert,
+    UsageAlertRule,
     UsageEvent,
     UsageRollup,
 )
+from billing.services.budgets import budget_create
 from billing.services.documents import credit_note_issue
 from billing.services.funds_policy import funds_policy_set
 from billing.services.grants import credit_grant_create
@@ -46,6 +50,7 @@ from billing.services.ingest import usage_batch_ingest
 from billing.services.payout_runs import statement_generate
 from billing.services.rollups import usage_rollups_refresh_batch
 from billing.services.top_ups import top_up_record
+from billing.services.usage_alerts import usage_alert_rule_create, usage_alert_rule_evaluate
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import acceptance_run_record, contract_activate
 from core.events import emit
@@ -639,6 +644,62 @@ def _usage(world: World, _: str) -> Built:
     )
 
 
+def _budget(world: World, _: str) -> Built:
+    """The customer's budget over its card-hour contract."""
+    contract = world.contract()
+    budget = world.once(
+        "budget",
+        lambda: budget_create(
+            organization=world.customer,
+            name="Tenant budget",
+            amount=Decimal(1000),
+            currency=contract.currency,
+            action="block",
+            contract=contract,
+        ),
+    )
+    return Built(
+        budget,
+        kwargs={"pk": budget.pk},
+        refs={"contract": contract.pk},
+        watch=[Budget.objects.filter(organization=world.customer)],
+    )
+
+
+def _usage_alert_rule(world: World, kind: str) -> Built:
+    """A rule of the party's over the token contract: TTFT p95 over 100 ms (the usage's 120)."""
+    contract = _usage(world, kind).refs["contract"]
+    rule = world.once(
+        f"usage_alert_rule_{kind}",
+        lambda: usage_alert_rule_create(
+            organization=world.owner[kind],
+            kind="ttft_p95_over_slo",
+            threshold=Decimal(100),
+            contract=world.token_contract(),
+        ),
+    )
+    return Built(
+        rule,
+        kwargs={"pk": rule.pk},
+        refs={"contract": contract},
+        watch=[UsageAlertRule.objects.filter(organization=world.owner[kind])],
+    )
+
+
+def _usage_alert(world: World, kind: str) -> Built:
+    """The alert the party's rule fired on the rolled-up hour."""
+    rule = _usage_alert_rule(world, kind).obj
+
+    def make() -> UsageAlert:
+        [alert] = usage_alert_rule_evaluate(
+            rule=rule, contract=world.token_contract(), now=timezone.now()
+        )
+        return alert
+
+    alert = world.once(f"usage_alert_{kind}", make)
+    return Built(alert, kwargs={"pk": alert.pk})
+
+
 def _invoice(world: World, _: str) -> Built:
     invoice = world.invoice()
     # The preview names a contract with a running period: the parties' contract in force (the
@@ -1138,6 +1199,35 @@ TENANT_RESOURCES: dict[str, Resource] = {
         no_reference={"create": "a new endpoint always belongs to the caller's organization"},
     ),
     "webhook-delivery": Resource(owners=(CUSTOMER, PROVIDER), build=_webhook_delivery),
+    # Budgets and usage alert rules are their organization's own; a body naming A's contract
+    # gets B what a missing contract gets (404 contract_not_found).
+    "budget": Resource(
+        owners=(CUSTOMER,),
+        build=_budget,
+        bodies={"partial_update": lambda b: {"amount": "1", "action": "alert"}},
+        references={
+            "create": lambda b: [
+                {
+                    "name": "Intruder",
+                    "amount": "5",
+                    "currency": "USD",  # the contract's
+                    "action": "alert",
+                    "contract": b.refs["contract"],
+                }
+            ]
+        },
+    ),
+    "usage-alert-rule": Resource(
+        owners=(CUSTOMER, PROVIDER),
+        build=_usage_alert_rule,
+        bodies={"partial_update": lambda b: {"hours": 3, "active": False}},
+        references={
+            "create": lambda b: [
+                {"kind": "error_rate_over", "threshold": "5", "contract": b.refs["contract"]}
+            ]
+        },
+    ),
+    "usage-alert": Resource(owners=(CUSTOMER, PROVIDER), build=_usage_alert),
 }
 
 PUBLIC_ROUTES: dict[str, Public] = {

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from billing.api.budgets.views import BudgetViewSet, UsageAlertRuleViewSet, UsageAlertViewSet
 from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
     BalanceViewSet,
@@ -27,6 +28,9 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
 router.register("balances", BalanceViewSet, basename="balance")
 router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
+router.register("budgets", BudgetViewSet, basename="budget")
+router.register("usage-alert-rules", UsageAlertRuleViewSet, basename="usage-alert-rule")
+router.register("usage-alerts", UsageAlertViewSet, basename="usage-alert")
 router.register("payout-statements", ProviderStatementViewSet, basename="payout-statement")
 router.register("credit-grants", CreditGrantViewSet, basename="credit-grant")
 router.register("top-ups", TopUpViewSet, basename="top-up")

@@ -1,5 +1,15 @@
 """Billing models, one module per area; import them from here."""
 
+from billing.models.budgets import (
+    ACTION_PCT,
+    Budget,
+    BudgetAction,
+    BudgetCrossing,
+    BudgetMonth,
+    UsageAlert,
+    UsageAlertKind,
+    UsageAlertRule,
+)
 from billing.models.funds import (
     PAID_PRIORITY,
     CreditGrant,
@@ -64,6 +74,7 @@ from billing.models.usage import (
 )
 
 __all__ = [
+    "ACTION_PCT",
     "DEBIT_NORMAL_KINDS",
     "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
@@ -77,6 +88,10 @@ __all__ = [
     "BillingRun",
     "BillingRunKind",
     "BillingRunOutcome",
+    "Budget",
+    "BudgetAction",
+    "BudgetCrossing",
+    "BudgetMonth",
     "CommissionCharge",
     "CommissionRate",
     "CreditGrant",
@@ -110,6 +125,9 @@ __all__ = [
     "TopUpMethod",
     "TopUpStatus",
     "TransactionKind",
+    "UsageAlert",
+    "UsageAlertKind",
+    "UsageAlertRule",
     "UsageBatch",
     "UsageEvent",
     "UsageRollup",

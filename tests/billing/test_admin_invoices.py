@@ -220,8 +220,9 @@ def test_finalize_numbers_a_draft_past_its_grace_and_queues_its_delivery(
     assert draft.status == InvoiceStatus.FINALIZED
     assert draft.number
     assert f"Finalized {draft.number}; it is being delivered" in page(response)
-    # The invoice's delivery, and the webhook dispatcher's kick for its invoice.issued event.
-    assert len(delivery) == 2
+    # The invoice's delivery, the webhook dispatcher's kick for its invoice.issued event, and
+    # the evaluation of its customer's budgets.
+    assert len(delivery) == 3
 
 
 @needs_rating
