@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from django.db.models import Count
 from django.utils import timezone
 
+from accounts.demo import demo_billing_profile
 from accounts.models import Organization
 from contracts.services import contracts_end_due
 from inventory.models import MarketplaceFixing, Node, Site
@@ -96,6 +97,7 @@ def _customer(slug: str, name: str, country: str) -> Organization:
             "billing_emails": [f"billing@{slug}.localhost"],
         },
     )
+    demo_billing_profile(organization)
     return organization
 
 

@@ -1284,6 +1284,9 @@ TENANT_RESOURCES: dict[str, Resource] = {
 PUBLIC_ROUTES: dict[str, Public] = {
     # The caller's own organization, found from its key: there is no id to ask for another's.
     "organization-me": Public("answers only the caller's own organization; no URL id"),
+    "organization-billing-profile": Public(
+        "answers and changes only the caller's own organization's profile; no URL id"
+    ),
     # The GPU catalog: specs of hardware models, shared reference data nobody owns.
     "gpu-model": Public("the GPU catalog is reference data every caller reads", build=_gpu_model),
     # The model catalogue: architectures of open models, reference data; operators write it.
