@@ -13,6 +13,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from accounts.admin import ProviderListFilter
 from billing.models import (
     BillingRun,
     StripeCustomer,
@@ -55,7 +56,7 @@ class UsageBatchAdmin(ReadOnlyAdmin):
         "rejected_count",
         "late_count",
     ]
-    list_filter = ["provider"]
+    list_filter = [("provider", ProviderListFilter)]
     list_select_related = ["provider"]
     date_hierarchy = "received_at"
 

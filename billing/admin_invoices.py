@@ -22,6 +22,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from accounts.admin import CustomerListFilter, ProviderListFilter
 from billing.admin import ReadOnlyAdmin, ReadOnlyMixin
 from billing.models import (
     CreditNote,
@@ -39,6 +40,7 @@ from billing.services.documents import credit_note_issue, invoice_void
 from contracts.models import ContractEvent
 from core.admin import ServiceAdminMixin, error_text
 from core.errors import ApplicationError
+from core.money import format_money
 
 
 def _event_links(admin_site: admin.AdminSite, events: list[ContractEvent]) -> SafeString:
@@ -126,21 +128,25 @@ class CreditNoteForm(forms.Form):
 class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     """Invoices: read-only documents; the actions move them through billing.services."""
 
+    # The issuer is a filter; amounts carry their currency; e-mail delivery is on the page.
     list_display = [
         "__str__",
         "contract_number",
-        "issuer",
         "customer",
-        "period_start",
+        "period",
         "status",
         "total",
-        "currency",
         "credited_total",
         "due_at",
-        "emailed_at",
         "documents",
     ]
-    list_filter = ["status", "currency", "issuer", "customer", "period_start"]
+    list_filter = [
+        "status",
+        "currency",
+        ("issuer", ProviderListFilter),
+        ("customer", CustomerListFilter),
+        "period_start",
+    ]
     search_fields = ["number", "contract__number"]
     list_select_related = ["contract", "issuer", "customer"]
     date_hierarchy = "period_start"
@@ -187,6 +193,11 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     ]
     readonly_fields = ["documents"]
 
+    @admin.display(description="Period", ordering="period_start")
+    def period(self, invoice: Invoice) -> str:
+        """The billed month(s) as dates: "2026-11-01 → 2026-12-01"."""
+        return f"{invoice.period_start:%Y-%m-%d} → {invoice.period_end:%Y-%m-%d}"
+
     @admin.display(description="Contract", ordering="contract__number")
     def contract_number(self, invoice: Invoice) -> str:
         """The contract the invoice bills."""
@@ -196,7 +207,7 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     def documents(self, invoice: Invoice) -> SafeString:
         """Links to the invoice as PDF and as HTML."""
         return format_html(
-            "<a href='{}'>Download PDF</a> | <a href='{}' target='_blank'>View HTML</a>",
+            "<a href='{}'>PDF</a> | <a href='{}' target='_blank'>HTML</a>",
             reverse(f"{self.admin_site.name}:billing_invoice_pdf", args=[invoice.pk]),
             reverse(f"{self.admin_site.name}:billing_invoice_html", args=[invoice.pk]),
         )
@@ -302,7 +313,8 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
             if note is not None:
                 self.message_user(
                     request,
-                    f"Issued credit note {note.number} for {note.total} {note.currency}.",
+                    f"Issued credit note {note.number} for "
+                    f"{format_money(note.total, note.currency)}.",
                     level=messages.SUCCESS,
                 )
                 if form.cleaned_data["send_email"]:
@@ -313,7 +325,10 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
             request,
             queryset,
             action="issue_credit_note",
-            title=f"Credit note for {invoice} ({remaining} {invoice.currency} left to credit)",
+            title=(
+                f"Credit note for {invoice} "
+                f"({format_money(remaining, invoice.currency)} left to credit)"
+            ),
             form=form,
             submit="Issue credit note",
         )
@@ -427,7 +442,11 @@ class CreditNoteAdmin(ReadOnlyAdmin):
         "issued_by",
         "document",
     ]
-    list_filter = ["currency", "issuer", "customer"]
+    list_filter = [
+        "currency",
+        ("issuer", ProviderListFilter),
+        ("customer", CustomerListFilter),
+    ]
     search_fields = ["number", "invoice__number", "invoice__contract__number"]
     list_select_related = ["invoice", "customer"]
     date_hierarchy = "issued_at"

@@ -20,6 +20,7 @@ from fpdf.fonts import FontFace
 
 from billing.attribution import GroupCost
 from billing.models import CreditNote, Invoice, InvoiceStatus, LineKind
+from billing.parties import document_party
 from contracts.models import ContractEvent
 from core.money import minor_unit, round_money
 
@@ -123,15 +124,6 @@ def ascii_safe(text: str) -> str:
 # ------------------------------------------------------------------ contexts
 
 
-def _party(organization: Any) -> dict[str, Any]:
-    """The name, country and billing addresses a document shows for an organization."""
-    return {
-        "name": organization.name,
-        "country": organization.country,
-        "billing_emails": list(organization.billing_emails or []),
-    }
-
-
 def _explanations_beyond(description: str, events: Iterable[ContractEvent]) -> list[str]:
     """The events' sentences a line's description does not already say, each once.
 
@@ -184,8 +176,9 @@ def invoice_document(invoice: Invoice, cost_centres: CostCentres | None = None) 
         "is_draft": invoice.status == InvoiceStatus.DRAFT,
         "is_void": invoice.status == InvoiceStatus.VOID,
         "void_reason": invoice.void_reason,
-        "issuer": _party(invoice.issuer),
-        "customer": _party(invoice.customer),
+        "issuer": document_party(invoice.issuer),
+        "customer": document_party(invoice.customer),
+        "customer_label": "Bill to",
         "contract_number": invoice.contract.number,
         "period_start": format_date(invoice.period_start),
         "period_end": format_date(invoice.period_end),
@@ -236,8 +229,9 @@ def credit_note_document(note: CreditNote) -> dict[str, Any]:
         "number": note.number,
         "invoice_number": note.invoice.number or "",
         "contract_number": note.invoice.contract.number,
-        "issuer": _party(note.issuer),
-        "customer": _party(note.customer),
+        "issuer": document_party(note.issuer),
+        "customer": document_party(note.customer),
+        "customer_label": "Credit to",
         "currency": currency,
         "issued_on": format_date(note.issued_at),
         "reason": note.reason,
@@ -306,19 +300,17 @@ def _header(pdf: _DocumentPdf, doc: dict[str, Any], facts: list[tuple[str, str]]
     pdf.set_font(PDF_FONT, style="B", size=15)
     pdf.multi_cell(LEFT_WIDTH, 7, ascii_safe(doc["issuer"]["name"]), new_x="LMARGIN", new_y="NEXT")
     pdf.set_font(PDF_FONT, size=9)
-    if doc["issuer"]["country"]:
-        pdf.cell(LEFT_WIDTH, 5, ascii_safe(doc["issuer"]["country"]), new_x="LMARGIN", new_y="NEXT")
+    for line in doc["issuer"]["lines"]:
+        pdf.multi_cell(LEFT_WIDTH, 4.5, ascii_safe(line), new_x="LMARGIN", new_y="NEXT")
     pdf.ln(4)
     pdf.set_font(PDF_FONT, style="B", size=9)
-    pdf.cell(LEFT_WIDTH, 5, "Bill to", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font(PDF_FONT, size=9)
+    pdf.cell(LEFT_WIDTH, 5, doc["customer_label"], new_x="LMARGIN", new_y="NEXT")
     pdf.multi_cell(
         LEFT_WIDTH, 5, ascii_safe(doc["customer"]["name"]), new_x="LMARGIN", new_y="NEXT"
     )
-    if doc["customer"]["country"]:
-        pdf.cell(
-            LEFT_WIDTH, 5, ascii_safe(doc["customer"]["country"]), new_x="LMARGIN", new_y="NEXT"
-        )
+    pdf.set_font(PDF_FONT, size=9)
+    for line in doc["customer"]["lines"]:
+        pdf.multi_cell(LEFT_WIDTH, 4.5, ascii_safe(line), new_x="LMARGIN", new_y="NEXT")
     left_bottom = pdf.get_y()
 
     pdf.set_xy(125, top)

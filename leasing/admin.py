@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from simple_history.admin import SimpleHistoryAdmin
 
+from accounts.admin import ProviderListFilter
 from core.admin import ServiceAdminMixin, add_field_errors, add_service_error
 from core.errors import ApplicationError
 from core.tags import tags_clean
@@ -56,6 +57,7 @@ _OFFER_TERMS = (
     "available_from",
     "available_until",
     "contract_template",
+    "index_linked_terms",
 )
 
 
@@ -226,7 +228,7 @@ class SlaOfferingAdmin(ServiceAdminMixin[SlaOffering], SimpleHistoryAdmin):
         "committed_tokens_per_s",
         "status",
     ]
-    list_filter = ["status", "currency", "provider"]
+    list_filter = ["status", "currency", ("provider", ProviderListFilter)]
     search_fields = ["served_model_name", "provider__name", "provider__slug"]
     list_select_related = ["provider"]
     raw_id_fields = ["provider"]
@@ -296,7 +298,7 @@ class SlaSubscriptionAdmin(ServiceAdminMixin[SlaSubscription]):
 
     form = SlaSubscriptionForm
     list_display = ["id", "contract", "lessee", "offering", "provider", "tags", "created_at"]
-    list_filter = ["offering__provider", "offering__currency"]
+    list_filter = [("offering__provider", ProviderListFilter), "offering__currency"]
     search_fields = ["contract__number", "contract__lessee__name", "offering__served_model_name"]
     list_select_related = ["contract__lessee", "offering__provider"]
     raw_id_fields = ["offering", "contract"]

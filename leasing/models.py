@@ -53,6 +53,13 @@ class Offer(models.Model):
     contract_template = models.JSONField(
         default=list, blank=True, help_text="Clauses every lease of this offer gets."
     )
+    index_linked_terms = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Empty: fixed prices only. Else the index-linked option beside them: "
+        '{"spread_type": "percent", "spread": "5", "floor_rate": "1.8", "cap_rate": "3", '
+        '"reset_months": 1, "fixing_day": "last"} (the index_linked clause without kind and mode).',
+    )
     status = models.CharField(
         max_length=16, choices=OfferStatus.choices, default=OfferStatus.PUBLISHED
     )

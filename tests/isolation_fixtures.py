@@ -58,12 +58,14 @@ from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
 from inventory.choices import OutageKind
-from inventory.models import Gpu, LlmModel, Node, Outage, Site
+from inventory.indexing.marketplace import Trade
+from inventory.models import Gpu, GpuModel, LlmModel, Node, Outage, Site
 from inventory.schemas import IndexSourceInput, MarketPriceObservation, OutageInput
 from inventory.services import (
     index_fixings_compute,
     index_source_register,
     market_prices_record,
+    marketplace_fixings_record,
     outage_create,
 )
 from leasing.models import (
@@ -479,6 +481,25 @@ def _contract(world: World, _: str) -> Built:
             Clause.objects.filter(contract=contract),
             AcceptanceRun.objects.filter(contract=contract),
         ],
+    )
+
+
+def _index_linked_contract(world: World, _: str) -> Built:
+    """A's contract under an index_linked clause, with the fixing of 2025-12-31 behind it."""
+
+    def make() -> Contract:
+        _marketplace_fixing_of(date(2025, 12, 31))
+        return h200_contract(
+            world.provider,
+            world.customer,
+            clauses=[{"kind": "index_linked", "spread_type": "percent", "spread": "5"}],
+        )
+
+    contract = world.once("index_linked_contract", make)
+    return Built(
+        contract,
+        kwargs={"contract_pk": contract.pk},
+        watch=[ContractEvent.objects.filter(contract=contract)],
     )
 
 
@@ -941,6 +962,20 @@ def _index_fixing(world: World) -> Built:
     return Built(fixing, kwargs={"pk": fixing.pk})
 
 
+def _marketplace_fixing_of(day: date) -> None:
+    """The H200 marketplace fixing of `day` from five trades at 2.00 USD."""
+    model = GpuModel.objects.get(slug="h200-sxm")
+    trade = [Trade(lease_id=n, rate=Decimal(2), gpu_hours=Decimal(8)) for n in range(1, 6)]
+    marketplace_fixings_record(day=day, trades={(model.pk, "on_demand", "USD"): trade})
+
+
+def _marketplace_fixing(world: World) -> Built:
+    """Yesterday's marketplace fixing of H200, falling back to the external fixing."""
+    external = _index_fixing(world).obj
+    fixing = marketplace_fixings_record(day=external.day, trades={}).created[0]
+    return Built(fixing, kwargs={"pk": fixing.pk})
+
+
 def _day(days: int = 0) -> str:
     return (timezone.now().astimezone(UTC) + timedelta(days=days)).date().isoformat()
 
@@ -1007,6 +1042,11 @@ TENANT_RESOURCES: dict[str, Resource] = {
                 {"node": b.refs["node"], "start": _day(-1), "kind": "unplanned"},
             ],
         },
+    ),
+    "contract-index-backtest": Resource(
+        owners=(PROVIDER, CUSTOMER),
+        build=_index_linked_contract,
+        queries={"list": lambda b: [{"from": "2026-01-01", "to": "2026-02-01"}]},
     ),
     "contract": Resource(
         owners=(PROVIDER, CUSTOMER),
@@ -1244,6 +1284,9 @@ TENANT_RESOURCES: dict[str, Resource] = {
 PUBLIC_ROUTES: dict[str, Public] = {
     # The caller's own organization, found from its key: there is no id to ask for another's.
     "organization-me": Public("answers only the caller's own organization; no URL id"),
+    "organization-billing-profile": Public(
+        "answers and changes only the caller's own organization's profile; no URL id"
+    ),
     # The GPU catalog: specs of hardware models, shared reference data nobody owns.
     "gpu-model": Public("the GPU catalog is reference data every caller reads", build=_gpu_model),
     # The model catalogue: architectures of open models, reference data; operators write it.
@@ -1271,6 +1314,11 @@ PUBLIC_ROUTES: dict[str, Public] = {
     "index-fixing": Public(
         "fixings are the public market index; read-only, written by the nightly job",
         build=_index_fixing,
+    ),
+    # The marketplace index: computed nightly from executed leases, read by everyone.
+    "marketplace-fixing": Public(
+        "the marketplace index is public; read-only, written by the nightly job",
+        build=_marketplace_fixing,
     ),
     # Capacity search: published offers with free GPUs, a computed page, no stored rows.
     "capacity": Public(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing.models import (
@@ -26,6 +27,7 @@ from billing.models import (
     UsageRollup,
     UsageStatus,
 )
+from billing.parties import document_party
 from billing.rating import LineDraft
 from billing.services.ingest import MAX_EVENTS_PER_BATCH
 from contracts.api.serializers import EventRefSerializer
@@ -63,6 +65,19 @@ class InvoiceLineSerializer(MinorUnitMixin, serializers.ModelSerializer[InvoiceL
         read_only_fields = fields
 
 
+class PartySerializer(serializers.Serializer[Any]):
+    """One party of a document as it prints: legal name and the lines under it."""
+
+    name = serializers.CharField(read_only=True, help_text="Legal name (billing profile).")
+    country = serializers.CharField(read_only=True)
+    tax_id = serializers.CharField(read_only=True)
+    lines = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Address, tax id and billing e-mail, as printed under the name.",
+    )
+
+
 class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
     """An invoice with its totals and lines; money is a string decimal next to `currency`."""
 
@@ -71,6 +86,8 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
     contract_number = serializers.CharField(source="contract.number", read_only=True)
     issuer_slug = serializers.CharField(source="issuer.slug", read_only=True)
     customer_slug = serializers.CharField(source="customer.slug", read_only=True)
+    lessor = serializers.SerializerMethodField(help_text="The issuer as the document shows it.")
+    lessee = serializers.SerializerMethodField(help_text="The customer as the document shows it.")
     lines = InvoiceLineSerializer(many=True, read_only=True)
     drawn_from_balance = serializers.SerializerMethodField(
         help_text="What the prepaid balance paid (the `balance_draw` lines), as a positive amount."
@@ -89,6 +106,8 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
             "issuer_slug",
             "customer",
             "customer_slug",
+            "lessor",
+            "lessee",
             "period_start",
             "period_end",
             "currency",
@@ -109,6 +128,14 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
             "lines",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(PartySerializer)
+    def get_lessor(self, invoice: Invoice) -> dict[str, Any]:
+        return PartySerializer(document_party(invoice.issuer)).data
+
+    @extend_schema_field(PartySerializer)
+    def get_lessee(self, invoice: Invoice) -> dict[str, Any]:
+        return PartySerializer(document_party(invoice.customer)).data
 
     def get_drawn_from_balance(self, invoice: Invoice) -> str:
         """From the prefetched lines: no query per invoice."""

@@ -63,6 +63,7 @@ from billing.models import (
     LedgerEntry,
     UsageRollup,
 )
+from billing.parties import PARTY_RELATED
 from billing.rating import RatedInvoice
 from billing.rendering import CostCentres, invoice_pdf
 from billing.selectors import open_period
@@ -125,7 +126,9 @@ class InvoiceViewSet(
 ):
     """Invoices the caller issued or received."""
 
-    queryset = Invoice.objects.select_related("contract", "issuer", "customer").prefetch_related(
+    queryset = Invoice.objects.select_related(
+        "contract", "issuer", "customer", *PARTY_RELATED
+    ).prefetch_related(
         Prefetch(
             "lines",
             queryset=InvoiceLine.objects.order_by("position").prefetch_related("events"),

@@ -18,17 +18,16 @@ from django.utils import timezone
 from accounts.models import Organization
 from contracts.choices import ContractStatus
 from contracts.models import Contract
-from contracts.services import contract_activate, contract_create
 from core.errors import Conflict, ValidationFailed
 from core.tags import Tags, tags_clean
 from core.text import counted
-from inventory.selectors import index_fixing_rate
 from leasing.admission import Admission, admit
 from leasing.choices import (
     HoldStatus,
     LeaseEventKind,
     LeaseStatus,
     OfferStatus,
+    PriceBasis,
     PricingMode,
     Workload,
 )
@@ -45,6 +44,7 @@ from leasing.services.allocation import (
 )
 from leasing.services.changes import allocations_preempt
 from leasing.services.history import hold_status_advance, lease_event_record
+from leasing.services.lease_contracts import lease_contract_create
 
 # A window may start a little in the past: clocks differ and requests take time.
 START_SKEW = timedelta(minutes=5)
@@ -127,34 +127,6 @@ def request_from_quote(quote: Quote, *, now: datetime | None = None) -> LeaseReq
 # ---------------------------------------------------------------- leases
 
 
-def _lease_contract(
-    *, customer: Organization, request: LeaseRequest, rate: Decimal, actor: str, now: datetime
-) -> Contract:
-    """The lease's contract, frozen from the offer's template at this moment."""
-    offer = request.offer
-    contract = contract_create(
-        lessor=offer.provider,
-        lessee=customer,
-        term_start=request.start,
-        term_end=request.end,
-        currency=offer.currency,
-        pricing_basis="card_hour",
-        base_rate_per_gpu_hour=rate,
-        committed_gpus=request.gpu_count,
-        leased_model_slug=offer.gpu_model.slug,
-        reference_market_rate=index_fixing_rate(
-            gpu_model_slug=offer.gpu_model.slug,
-            day=request.start.date(),
-            currency=offer.currency,
-            term="on_demand",
-        ),
-        clauses=offer.contract_template,
-        actor=actor,
-        at=now,
-    )
-    return contract_activate(contract=contract, actor=actor, at=max(now, request.start))
-
-
 def _lease_row(
     *,
     customer: Organization,
@@ -235,6 +207,7 @@ def lease_create(
     quote: Quote | None = None,
     workload: str = Workload.UNSPECIFIED,
     tags: Mapping[str, str] | None = None,
+    price_basis: str = PriceBasis.FIXED,
     actor: str,
     now: datetime | None = None,
 ) -> Lease:
@@ -243,9 +216,16 @@ def lease_create(
     `workload` (training, inference or unspecified) is set here once; nothing changes it later.
     So are `tags` (cost attribution, core.tags limits; a lease from a hold without tags of its
     own takes the hold's): invoices already issued are grouped by them, so they never move.
+    `price_basis` "index_linked" takes the offer's index-linked option instead of the fixed rate.
     """
     clean_tags = tags_clean(tags)
     now = now or timezone.now()
+    if price_basis not in PriceBasis.values:
+        raise ValidationFailed(
+            f"price_basis is one of {', '.join(PriceBasis.values)}.",
+            code="invalid_price_basis",
+            detail={"field": "price_basis"},
+        )
     if workload not in Workload.values:
         raise ValidationFailed(
             f"workload is one of {', '.join(Workload.values)}.",
@@ -260,6 +240,7 @@ def lease_create(
                 hold=hold,
                 workload=workload,
                 tags=clean_tags if tags is not None else None,
+                price_basis=price_basis,
                 actor=actor,
                 now=now,
             )
@@ -285,6 +266,7 @@ def lease_create(
             request=request,
             workload=workload,
             tags=clean_tags,
+            price_basis=price_basis,
             actor=actor,
             now=now,
         )
@@ -296,6 +278,7 @@ def _lease_from_request(
     request: LeaseRequest,
     workload: str,
     tags: Tags,
+    price_basis: str,
     actor: str,
     now: datetime,
 ) -> Lease:
@@ -311,7 +294,14 @@ def _lease_from_request(
     rate, _ = rate_for(
         offer_prices(request.offer), mode=request.pricing_mode, term_months=request.term_months
     )
-    contract = _lease_contract(customer=customer, request=request, rate=rate, actor=actor, now=now)
+    contract, rate = lease_contract_create(
+        customer=customer,
+        request=request,
+        rate=rate,
+        actor=actor,
+        now=now,
+        price_basis=price_basis,
+    )
     lease = _lease_row(
         customer=customer,
         request=request,
@@ -367,6 +357,7 @@ def _lease_from_hold(
     hold: Hold,
     workload: str,
     tags: Tags | None,
+    price_basis: str,
     actor: str,
     now: datetime,
 ) -> Lease:
@@ -385,7 +376,14 @@ def _lease_from_hold(
     rate, _ = rate_for(
         offer_prices(hold.offer), mode=hold.pricing_mode, term_months=hold.term_months
     )
-    contract = _lease_contract(customer=customer, request=request, rate=rate, actor=actor, now=now)
+    contract, rate = lease_contract_create(
+        customer=customer,
+        request=request,
+        rate=rate,
+        actor=actor,
+        now=now,
+        price_basis=price_basis,
+    )
     node_count = len({allocation.node_id for allocation in allocations})
     lease = _lease_row(
         customer=customer,

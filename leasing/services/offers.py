@@ -33,6 +33,7 @@ from leasing.choices import OfferStatus
 from leasing.locks import offer_lock, sla_offering_lock
 from leasing.models import Offer, SlaOffering, SlaSubscription
 from leasing.pricing import ladder_from_json
+from leasing.selectors.index_linked import index_linked_terms_errors
 
 OFFER_FIELDS = (
     "name",
@@ -45,6 +46,7 @@ OFFER_FIELDS = (
     "available_from",
     "available_until",
     "contract_template",
+    "index_linked_terms",
     "status",
 )
 
@@ -150,6 +152,7 @@ def _offer_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
     if values["min_term_hours"] < 1:
         errors.append(FieldError("min_term_hours", "invalid", "At least one hour."))
     errors += _template_errors(values["contract_template"])
+    errors += index_linked_terms_errors(values["index_linked_terms"], values["contract_template"])
     return errors
 
 
@@ -167,6 +170,7 @@ def _offer_defaults() -> dict[str, Any]:
         "available_from": timezone.now(),
         "available_until": None,
         "contract_template": [],
+        "index_linked_terms": None,
         "status": OfferStatus.PUBLISHED,
     }
 

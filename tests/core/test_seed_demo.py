@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from accounts.models import ApiKey, Organization
 from billing.models import Budget, UsageAlert
-from inventory.models import MarketPrice, Node
+from inventory.models import MarketplaceFixing, MarketPrice, Node
 from leasing.models import Lease, Offer, PreemptionNotice
 from webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
 
@@ -32,6 +32,10 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
     statuses = set(Lease.objects.values_list("status", flat=True))
     assert statuses == {"active", "pending_acceptance", "ended", "cancelled"}
     assert PreemptionNotice.objects.count() == 1
+    # An index-linked lease, on the marketplace index the demo fixes for the last week.
+    linked = Lease.objects.get(contract__clauses__kind="index_linked")
+    assert linked.offer.index_linked_terms is not None
+    assert MarketplaceFixing.objects.filter(gpu_model=linked.offer.gpu_model).exists()
     interruptible = Lease.objects.get(pricing_mode="interruptible")
     assert interruptible.allocations.filter(ended_reason="preempted").count() == 4
 
@@ -67,6 +71,7 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
         Offer.objects.count(),
         Node.objects.count(),
         ApiKey.objects.count(),
+        MarketplaceFixing.objects.count(),
         Budget.objects.count(),
     )
     seed()
@@ -76,5 +81,6 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
         Offer.objects.count(),
         Node.objects.count(),
         ApiKey.objects.count(),
+        MarketplaceFixing.objects.count(),
         Budget.objects.count(),
     ) == counts

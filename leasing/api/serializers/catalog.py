@@ -50,6 +50,7 @@ class OfferSerializer(serializers.ModelSerializer[Offer]):
             "available_from",
             "available_until",
             "contract_template",
+            "index_linked_terms",
             "status",
             "created_at",
             "updated_at",
@@ -79,6 +80,12 @@ class _OfferTermsSerializer(StrictInputSerializer):
     available_until = serializers.DateTimeField(required=False, allow_null=True)
     contract_template = serializers.ListField(
         child=serializers.DictField(), required=False, help_text="Clauses every lease gets."
+    )
+    index_linked_terms = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text="The index-linked option (spread_type, spread, floor_rate, cap_rate, "
+        "reset_months, fixing_day); null: fixed prices only.",
     )
     status = serializers.ChoiceField(choices=OfferStatus.choices, required=False)
     site = serializers.IntegerField(help_text="One of your sites.")
@@ -245,6 +252,11 @@ class CapacityResultSerializer(serializers.Serializer[Any]):
     reliability_pct = DecimalString(help_text="Measured availability over the last 90 days.")
     min_term_hours = serializers.IntegerField()
     preemption_notice_minutes = serializers.IntegerField(allow_null=True)
+    index_linked = serializers.DictField(
+        allow_null=True,
+        help_text="The index-linked option beside the fixed price (current marketplace fixing, "
+        "spread, floor, cap and the rate it gives now); null when the offer has none.",
+    )
 
 
 class _WindowSerializer(serializers.Serializer[Any]):

@@ -12,7 +12,7 @@ from contracts.models import AcceptanceRun
 from core.api.fields import DecimalString
 from core.api.serializers import StrictInputSerializer
 from core.tags import TAGS_HELP
-from leasing.choices import PricingMode, Workload
+from leasing.choices import PriceBasis, PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
 
 
@@ -93,6 +93,11 @@ class LeaseInputSerializer(HoldInputSerializer):
         choices=Workload.choices,
         required=False,
         help_text="training, inference or unspecified (the default); set once, at creation.",
+    )
+    price_basis = serializers.ChoiceField(
+        choices=PriceBasis.choices,
+        required=False,
+        help_text="fixed (the default) or index_linked: the offer's index-linked option.",
     )
 
 
