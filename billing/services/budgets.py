@@ -193,7 +193,8 @@ def _explanation(budget: Budget, spend: Spend, threshold: int, percent: Decimal)
             " changes."
         )
     if threshold == ACTION_PCT and budget.action == BudgetAction.PAUSE:
-        text += " Interruptible leases are paused while the month's budget is spent."
+        carrying = f" carrying {budget.tag_key}={budget.tag_value}" if budget.scope == "tag" else ""
+        text += f" Interruptible leases{carrying} are paused while the month's budget is spent."
     return text
 
 
@@ -240,8 +241,10 @@ def budget_evaluate(
             f"({round_money(spend.total, budget.currency)} of "
             f"{round_money(budget.amount, budget.currency)} {budget.currency})"
         )
+        # A tag budget pauses only the interruptible leases carrying its tag (as it blocks).
+        tags = {budget.tag_key: budget.tag_value or ""} if budget.tag_key is not None else None
         paused = interruptible_leases_pause(
-            customer=budget.organization, reason=reason, actor=ACTOR, now=now
+            customer=budget.organization, reason=reason, actor=ACTOR, now=now, tags=tags
         )
         if paused:
             logger.info("budget %s paused %s interruptible lease(s)", budget.pk, paused)

@@ -184,6 +184,41 @@ def test_a_spent_block_tag_budget_refuses_only_leases_and_holds_carrying_its_tag
         )
 
 
+def test_a_spent_pause_tag_budget_pauses_only_interruptible_leases_carrying_its_tag(
+    client_for: ClientFor, provider: Organization, customer: Organization
+):
+    contract = token_contract(provider, customer)
+    with time_machine.travel(JUNE_15, tick=True):
+        offer, _ = make_pool(provider, site=None, name="Spot GPUs")
+        client = client_for(customer)
+        window = {
+            "offer": offer.pk,
+            "gpu_count": 1,
+            "start": next_hour().isoformat(),
+            "hours": 24,
+            "pricing_mode": "interruptible",
+        }
+        spot_a = client.post("/api/v1/leases/", {**window, **TEAM_A}, format="json").json()
+        spot_b = client.post("/api/v1/leases/", {**window, **TEAM_B}, format="json").json()
+        spend(provider, contract, count=5, at=JUNE_15, prefix="a", **TEAM_A)  # 40.00 = 100 %
+        budget = client.post(
+            BUDGETS, tag_budget(action="pause_interruptible"), format="json"
+        ).json()
+        assert budget["state"] == "exhausted"
+        assert (
+            "Interruptible leases carrying team=a are paused"
+            in (budget["crossings"][-1]["explanation"])
+        )
+        assert client.get(f"/api/v1/leases/{spot_a['id']}/").json()["status"] in (
+            "ended",
+            "cancelled",
+        )
+        assert client.get(f"/api/v1/leases/{spot_b['id']}/").json()["status"] not in (
+            "ended",
+            "cancelled",
+        )
+
+
 @pytest.mark.parametrize(
     ("change", "code"),
     [
