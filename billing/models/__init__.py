@@ -1,5 +1,6 @@
 """Billing models, one module per area; import them from here."""
 
+from billing.models.deposits import DepositStatus, LeaseDeposit, deposit_subledger
 from billing.models.funds import (
     PAID_PRIORITY,
     CreditGrant,
@@ -82,6 +83,7 @@ __all__ = [
     "CreditGrant",
     "CreditNote",
     "CreditNoteLine",
+    "DepositStatus",
     "DocumentSequence",
     "FundsAction",
     "FundsAlert",
@@ -92,6 +94,7 @@ __all__ = [
     "InvoiceEvent",
     "InvoiceLine",
     "InvoiceStatus",
+    "LeaseDeposit",
     "LedgerAccount",
     "LedgerEntry",
     "LedgerTransaction",
@@ -115,5 +118,6 @@ __all__ = [
     "UsageRollup",
     "UsageRollupRun",
     "UsageStatus",
+    "deposit_subledger",
     "grant_subledger",
 ]

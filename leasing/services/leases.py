@@ -31,6 +31,7 @@ from leasing.choices import (
     Workload,
 )
 from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
+from leasing.hooks import lease_hooks_run
 from leasing.locks import allocations_lock, hold_lock
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.pricing import offer_prices, rate_for
@@ -246,9 +247,11 @@ def lease_create(
     expired_holds_release(now=now)
     with transaction.atomic():
         if hold is not None:
-            return _lease_from_hold(
+            lease = _lease_from_hold(
                 customer=customer, hold=hold, workload=workload, actor=actor, now=now
             )
+            lease_hooks_run("created", lease, now)
+            return lease
         if quote is not None:
             if quote.customer_id != customer.pk:
                 raise Conflict("The quote is not yours.", code="quote_not_yours")
@@ -265,9 +268,11 @@ def lease_create(
                 now=now,
             )
         )
-        return _lease_from_request(
+        lease = _lease_from_request(
             customer=customer, request=request, workload=workload, actor=actor, now=now
         )
+        lease_hooks_run("created", lease, now)
+        return lease
 
 
 def _lease_from_request(
