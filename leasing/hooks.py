@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from leasing.models import Lease
 
 LeaseHookEvent = Literal["created", "ended"]
-LeaseHook = Callable[[Lease, datetime], None]
+LeaseHook = Callable[[Lease, datetime], Any]  # what a hook returns is ignored
 
 _hooks: dict[LeaseHookEvent, dict[str, LeaseHook]] = {"created": {}, "ended": {}}
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Sum
 from django.utils import timezone
@@ -94,7 +95,7 @@ def deposit_hold(lease: Lease, at: datetime) -> LeaseDeposit | None:
                 "currency": currency,
             },
         )
-    left, draws = amount, []
+    left, draws = amount, list[dict[str, Any]]()
     for grant, account in candidates:
         take = min(left, -locked[account.pk].balance)
         if take > 0:
@@ -134,7 +135,7 @@ def deposit_hold(lease: Lease, at: datetime) -> LeaseDeposit | None:
     return deposit
 
 
-def _grant_leg(customer_id: int, currency: str, draw: dict[str, str], *, sign: int) -> Leg:
+def _grant_leg(customer_id: int, currency: str, draw: dict[str, Any], *, sign: int) -> Leg:
     account = ledger_account(
         organization=customer_id,
         currency=currency,
@@ -161,7 +162,7 @@ def deposit_release(lease: Lease, at: datetime) -> LeaseDeposit | None:
     owed = overdue_owed(lease, now)
     withheld = min(deposit.amount, owed)
     returned = deposit.amount - withheld
-    left, returns = returned, []
+    left, returns = returned, list[dict[str, Any]]()
     for draw in deposit.draws:
         give = min(left, Decimal(draw["amount"]))
         if give > 0:
