@@ -33,6 +33,7 @@ from contracts.models import Contract
 from leasing.models import Lease
 from leasing.tasks import end_due_leases
 from tests.billing.factories import token_contract
+from tests.billing.test_admin_invoices import operator_client  # noqa: F401
 from tests.billing.test_ledger_postings import check_deferred, reconcile
 from tests.clock import clock_of
 from tests.leasing.factories import EXIT_TERMS, make_offer
@@ -242,3 +243,25 @@ def test_a_deposit_the_balance_does_not_cover_refuses_the_lease_and_writes_nothi
     assert Contract.objects.count() == contracts_before
     assert LedgerTransaction.objects.count() == transactions_before
     assert on_balance(customer) == D("1999.99")
+
+
+def test_operators_see_deposits_in_the_admin_and_cannot_change_them(
+    provider: Organization,
+    customer: Organization,
+    operator: Organization,
+    client_for: Any,
+    operator_client: Any,  # noqa: F811
+) -> None:
+    top_up(client_for, operator, provider, customer, "2000.00")
+    lease_id = lease_via_api(client_for(customer), provider, at(7, 1)).json()["id"]
+    deposit = LeaseDeposit.objects.get(lease_id=lease_id)
+
+    listing = operator_client.get("/admin/billing/leasedeposit/")
+    assert listing.status_code == 200
+    assert f"/admin/billing/leasedeposit/{deposit.pk}/change/" in listing.content.decode()
+    assert (
+        operator_client.get(f"/admin/billing/leasedeposit/{deposit.pk}/change/").status_code == 200
+    )
+    assert operator_client.get("/admin/billing/leasedeposit/add/").status_code == 403
+    operator_client.post(f"/admin/billing/leasedeposit/{deposit.pk}/delete/", {"post": "yes"})
+    assert LeaseDeposit.objects.filter(pk=deposit.pk).exists()
