@@ -4,12 +4,45 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django_stubs_ext import StrPromise
 
-from accounts.models import ApiKey, Membership, Organization
-from accounts.services import api_key_create, api_key_revoke, api_key_update
-from core.admin import ServiceAdminMixin
+from accounts.models import ApiKey, BillingProfile, Membership, Organization
+from accounts.services import (
+    BILLING_PROFILE_FIELDS,
+    api_key_create,
+    api_key_revoke,
+    api_key_update,
+    billing_profile_rules,
+    billing_profile_update,
+)
+from core.admin import ServiceAdminMixin, add_field_errors
+
+
+class _OrganizationKindFilter(admin.RelatedFieldListFilter):
+    """A filter by an organization field that lists only organizations of one kind."""
+
+    kind: dict[str, bool] = {}
+
+    def field_choices(
+        self, field: Any, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str | StrPromise]]:
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to=self.kind)
+
+
+class ProviderListFilter(_OrganizationKindFilter):
+    """ "By provider": providers only, never the customers who share the organizations table."""
+
+    kind = {"is_provider": True}
+
+
+class CustomerListFilter(_OrganizationKindFilter):
+    """ "By customer": customers only."""
+
+    kind = {"is_customer": True}
 
 
 class MembershipInline(admin.TabularInline[Membership, Organization]):
@@ -18,13 +51,59 @@ class MembershipInline(admin.TabularInline[Membership, Organization]):
     autocomplete_fields = ["user"]
 
 
+class BillingProfileForm(forms.ModelForm[BillingProfile]):
+    """The billing profile, checked by the service's rules (one wording, accounts.services)."""
+
+    class Meta:
+        model = BillingProfile
+        fields = list(BILLING_PROFILE_FIELDS)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        values = {field: str(cleaned.get(field) or "").strip() for field in BILLING_PROFILE_FIELDS}
+        values["country"], values["tax_id"] = values["country"].upper(), values["tax_id"].upper()
+        add_field_errors(self, billing_profile_rules(values))
+        return cleaned
+
+
+class BillingProfileInline(admin.StackedInline[BillingProfile, Organization]):
+    """Who the organization is on its documents (saved through billing_profile_update)."""
+
+    model = BillingProfile
+    form = BillingProfileForm
+    can_delete = False
+    extra = 0
+    max_num = 1
+    fields = [
+        "legal_name",
+        ("address_line1", "address_line2"),
+        ("postal_code", "city", "region", "country"),
+        ("tax_id", "billing_email"),
+    ]
+
+
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin[Organization]):
+class OrganizationAdmin(ServiceAdminMixin[Organization]):
     list_display = ["name", "slug", "is_provider", "is_customer", "is_operator", "country"]
     list_filter = ["is_provider", "is_customer", "is_operator", "country"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline]
+    inlines = [BillingProfileInline, MembershipInline]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        """Memberships as the admin saves them; the billing profile through its service."""
+        if formset.model is not BillingProfile:
+            super().save_formset(request, form, formset, change)
+            return
+        for profile_form in formset.forms:
+            if profile_form.has_changed():
+                billing_profile_update(
+                    organization=form.instance,
+                    changes={
+                        f: profile_form.cleaned_data.get(f) or "" for f in BILLING_PROFILE_FIELDS
+                    },
+                )
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
 
 
 @admin.register(Membership)

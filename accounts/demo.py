@@ -12,7 +12,12 @@ from django.contrib.auth import get_user_model
 
 from accounts.choices import KeyScope, Role
 from accounts.models import ApiKey, Organization
-from accounts.services import api_key_create, hash_api_key, membership_set
+from accounts.services import (
+    api_key_create,
+    billing_profile_update,
+    hash_api_key,
+    membership_set,
+)
 
 OPERATOR_LOGIN = ("operator", "operator")
 DEMO_KEYS = {
@@ -22,8 +27,79 @@ DEMO_KEYS = {
 }
 
 
+# Who each demo organization is on invoices (the other apps' demos create the rest of them and
+# call demo_billing_profile). Addresses and tax ids are made up; the shapes are real.
+DEMO_BILLING_PROFILES: dict[str, dict[str, str]] = {
+    "cardhour-ops": {
+        "legal_name": "Cardhour Marketplace Pte. Ltd.",
+        "address_line1": "1 Marina Boulevard, #20-01",
+        "postal_code": "018989",
+        "city": "Singapore",
+        "country": "SG",
+        "tax_id": "201912345K",
+        "billing_email": "finance@cardhour.localhost",
+    },
+    "demo-provider": {
+        "legal_name": "Demo GPU Provider Pty Ltd",
+        "address_line1": "Level 12, 100 Collins Street",
+        "postal_code": "3000",
+        "city": "Melbourne",
+        "region": "VIC",
+        "country": "AU",
+        "tax_id": "ABN 51 824 753 556",
+        "billing_email": "accounts@demo-gpu-provider.localhost",
+    },
+    "demo-customer": {
+        "legal_name": "Demo AI Lab Pte. Ltd.",
+        "address_line1": "71 Ayer Rajah Crescent, #06-14",
+        "postal_code": "139951",
+        "city": "Singapore",
+        "country": "SG",
+        "tax_id": "GST M9-0123456-7",
+        "billing_email": "billing@demo-ai-lab.localhost",
+    },
+    "research-coop": {
+        "legal_name": "Research Compute Co-operative Ltd",
+        "address_line1": "Innovation House, 50 Mawson Lakes Boulevard",
+        "postal_code": "5095",
+        "city": "Mawson Lakes",
+        "region": "SA",
+        "country": "AU",
+        "tax_id": "ABN 33 102 417 032",
+        "billing_email": "ap@research-coop.localhost",
+    },
+    "lingnan-ascend": {
+        "legal_name": "Lingnan Ascend Cloud Computing Co., Ltd.",
+        "address_line1": "88 Tianhe Road, Tower B, 21F",
+        "postal_code": "510620",
+        "city": "Guangzhou",
+        "region": "Guangdong",
+        "country": "CN",
+        "tax_id": "91440101MA5CXYZ12Q",
+        "billing_email": "finance@lingnan-ascend.localhost",
+    },
+    "kestrel-robotics": {
+        "legal_name": "Kestrel Robotics Sdn. Bhd.",
+        "address_line1": "Level 8, Menara Worldwide, 198 Jalan Bukit Bintang",
+        "postal_code": "55100",
+        "city": "Kuala Lumpur",
+        "country": "MY",
+        "tax_id": "SST W10-1808-32000123",
+        "billing_email": "billing@kestrel-robotics.localhost",
+    },
+}
+
+
+def demo_billing_profile(organization: Organization) -> None:
+    """Give a demo organization its billing profile (same values on every seeding)."""
+    profile = DEMO_BILLING_PROFILES.get(organization.slug)
+    if profile is not None:
+        billing_profile_update(organization=organization, changes=profile)
+
+
 def _organization(slug: str, **fields: object) -> Organization:
     organization, _ = Organization.objects.update_or_create(slug=slug, defaults=fields)
+    demo_billing_profile(organization)
     return organization
 
 

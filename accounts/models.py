@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from babel import Locale
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 from accounts.choices import KeyScope, Role
+
+# A tax id as registered (EU VAT "DE123456789", "GB 123 4567 89", Australian ABN "51 824 753 556"):
+# upper-case letters and digits, spaces, dots, dashes or slashes, with at least one digit.
+TAX_ID_PATTERN = r"^[A-Z0-9][A-Z0-9 ./-]{1,30}[A-Z0-9]$"
+_TERRITORIES = Locale("en").territories
+
+
+def is_country_code(code: str) -> bool:
+    """An ISO-3166 alpha-2 code babel knows a name for (not a region number like "150")."""
+    return len(code) == 2 and code.isalpha() and code.isupper() and code in _TERRITORIES
+
+
+def history_user(request: Any = None, **kwargs: Any) -> Any:
+    """The user an audit row names: a real Django user, never an API-key principal."""
+    user = getattr(request, "user", None)
+    return user if isinstance(user, AbstractBaseUser) and user.pk is not None else None
+
+
+def country_name(code: str) -> str:
+    """The English name of a country code ("AU" -> "Australia"); the code when unknown."""
+    return str(_TERRITORIES.get(code, code))
 
 
 class Organization(models.Model):
@@ -118,3 +144,56 @@ class ApiKey(models.Model):
     def can_write(self) -> bool:
         """Write scope allows unsafe methods; read scope only GET/HEAD/OPTIONS."""
         return self.scope == KeyScope.WRITE
+
+
+class BillingProfile(models.Model):
+    """Who an organization is on invoices and credit notes: legal name, postal address, tax id
+    and the address that receives its invoices (accounts.services.billing_profile_update)."""
+
+    organization = models.OneToOneField(
+        Organization, on_delete=models.CASCADE, primary_key=True, related_name="billing_profile"
+    )
+    legal_name = models.CharField(max_length=200)
+    address_line1 = models.CharField(max_length=200)
+    address_line2 = models.CharField(max_length=200, blank=True)
+    postal_code = models.CharField(max_length=20, blank=True)
+    city = models.CharField(max_length=100)
+    region = models.CharField(max_length=100, blank=True, help_text="State, province or county.")
+    country = models.CharField(max_length=2, help_text="ISO-3166 alpha-2, upper case.")
+    tax_id = models.CharField(
+        max_length=32, blank=True, help_text="VAT, GST or ABN number as registered, upper case."
+    )
+    billing_email = models.EmailField(blank=True, help_text="Receives invoices and credit notes.")
+    updated_at = models.DateTimeField(auto_now=True)
+    history = HistoricalRecords(get_user=history_user)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(legal_name="") & ~Q(address_line1="") & ~Q(city=""),
+                name="billing_profile_has_name_and_address",
+            ),
+            models.CheckConstraint(
+                condition=Q(country__regex=r"^[A-Z]{2}$"), name="billing_profile_country_iso"
+            ),
+            models.CheckConstraint(
+                condition=Q(tax_id="") | Q(tax_id__regex=TAX_ID_PATTERN),
+                name="billing_profile_tax_id_shape",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.legal_name
+
+    @property
+    def address_lines(self) -> list[str]:
+        """The postal address as printed on a document, line by line."""
+        place = " ".join(part for part in (self.postal_code, self.city) if part)
+        lines = [
+            self.address_line1,
+            self.address_line2,
+            place,
+            self.region,
+            country_name(self.country),
+        ]
+        return [line for line in lines if line]

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.choices import KeyScope, Role
 from accounts.errors import Forbidden, InvalidApiKey
-from accounts.models import ApiKey, Membership, Organization
-from core.errors import Conflict, ValidationFailed
+from accounts.models import (
+    TAX_ID_PATTERN,
+    ApiKey,
+    BillingProfile,
+    Membership,
+    Organization,
+    is_country_code,
+)
+from core.errors import Conflict, FieldError, ValidationFailed
 
 KEY_PREFIX = "ch"
 # A key may create keys of its own scope or a narrower one, never a wider one.
@@ -204,3 +214,90 @@ def api_key_authenticate(*, raw_key: str) -> ApiKey:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
     return api_key
+
+
+# ------------------------------------------------------------------ billing profiles
+
+BILLING_PROFILE_FIELDS = (
+    "legal_name",
+    "address_line1",
+    "address_line2",
+    "postal_code",
+    "city",
+    "region",
+    "country",
+    "tax_id",
+    "billing_email",
+)
+_REQUIRED = {"legal_name": "legal name", "address_line1": "first address line", "city": "city"}
+
+
+def billing_profile_rules(values: dict[str, str]) -> list[FieldError]:
+    """What is wrong with a billing profile's values (all of them, each once)."""
+    errors = []
+    for field, words in _REQUIRED.items():
+        if not values.get(field, "").strip():
+            errors.append(FieldError(field, "required", f"The {words} is required."))
+    for field in BILLING_PROFILE_FIELDS:
+        limit = getattr(BillingProfile._meta.get_field(field), "max_length", None)
+        if limit is not None and len(values.get(field, "")) > limit:
+            errors.append(FieldError(field, "too_long", f"At most {limit} characters."))
+    if not is_country_code(values.get("country", "")):
+        errors.append(
+            FieldError("country", "invalid_country", "An ISO-3166 alpha-2 code in upper case.")
+        )
+    tax_id = values.get("tax_id", "")
+    if tax_id and not (re.fullmatch(TAX_ID_PATTERN, tax_id) and any(c.isdigit() for c in tax_id)):
+        errors.append(
+            FieldError(
+                "tax_id",
+                "invalid_tax_id",
+                "Upper-case letters and digits as registered (spaces, dots, dashes allowed).",
+            )
+        )
+    email = values.get("billing_email", "")
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError:
+            errors.append(FieldError("billing_email", "invalid_email", "Not an e-mail address."))
+    return errors
+
+
+def billing_profile_update(
+    *, organization: Organization, changes: dict[str, str]
+) -> BillingProfile:
+    """Create or change the organization's billing profile; every rule is checked first.
+
+    Documents issued afterwards print the new values; issued ones keep what they printed.
+    """
+    unknown = sorted(set(changes) - set(BILLING_PROFILE_FIELDS))
+    if unknown:
+        raise ValidationFailed(
+            f"Unknown billing profile fields: {', '.join(unknown)}.",
+            code="unknown_field",
+            detail={"fields": unknown},
+        )
+    with transaction.atomic():
+        profile = (
+            BillingProfile.objects.select_for_update().filter(organization=organization).first()
+        )
+        current = (
+            {field: getattr(profile, field) for field in BILLING_PROFILE_FIELDS}
+            if profile is not None
+            else {field: "" for field in BILLING_PROFILE_FIELDS}
+        )
+        values = {**current, **{k: str(v).strip() for k, v in changes.items()}}
+        values["country"], values["tax_id"] = values["country"].upper(), values["tax_id"].upper()
+        errors = billing_profile_rules(values)
+        if errors:
+            raise ValidationFailed(
+                "The billing profile is not valid.",
+                code="invalid_billing_profile",
+                detail={"errors": [error.as_dict() for error in errors]},
+            )
+        profile = profile or BillingProfile(organization=organization)
+        for field, value in values.items():
+            setattr(profile, field, value)
+        profile.save()
+        return profile

@@ -509,6 +509,9 @@ def usage_events(request: HttpRequest) -> HttpResponse:
                         event.get("e2e_ms"),
                         event.get("tpot_ms"),
                         False,
+                        event.get("cached_input_tokens", 0),
+                        event.get("mode", "online"),
+                        "{}",
                     )
                 )
         inserted = [

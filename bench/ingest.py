@@ -42,7 +42,7 @@ TARGET_RATIO = 0.5
 STAGING_TABLE = "billing_usage_staging"
 COLUMNS = (
     "event_id, contract_id, occurred_at, input_tokens, output_tokens, status,"
-    " ttft_ms, e2e_ms, tpot_ms, is_late"
+    " ttft_ms, e2e_ms, tpot_ms, is_late, cached_input_tokens, mode, tags"
 )
 TYPES = [
     "text",
@@ -55,11 +55,15 @@ TYPES = [
     "float8",
     "float8",
     "bool",
+    "int8",
+    "text",
+    "text",
 ]
 BARE_STAGING = (
     f"CREATE TEMP TABLE IF NOT EXISTS {STAGING_TABLE} (event_id text, contract_id int8,"
     " occurred_at timestamptz, input_tokens int8, output_tokens int8, status text,"
-    " ttft_ms float8, e2e_ms float8, tpot_ms float8, is_late bool) ON COMMIT DELETE ROWS"
+    " ttft_ms float8, e2e_ms float8, tpot_ms float8, is_late bool, cached_input_tokens int8,"
+    " mode text, tags text) ON COMMIT DELETE ROWS"
 )
 BARE_BATCH = (
     "INSERT INTO billing_usagebatch (provider_id, received_at, event_count, accepted_count,"
@@ -67,7 +71,8 @@ BARE_BATCH = (
 )
 BARE_INSERT = (
     f"INSERT INTO billing_usageevent (source_id, received_at, batch_id, {COLUMNS})"
-    f' SELECT %s, %s, %s, {COLUMNS} FROM {STAGING_TABLE} ORDER BY event_id COLLATE "C"'
+    f" SELECT %s, %s, %s, {COLUMNS.replace('tags', 'tags::jsonb')} FROM {STAGING_TABLE}"
+    ' ORDER BY event_id COLLATE "C"'
     " ON CONFLICT (source_id, event_id) DO NOTHING RETURNING event_id"
 )
 
@@ -155,6 +160,9 @@ def _rows(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
             e["e2e_ms"],
             e["tpot_ms"],
             False,
+            0,
+            "online",
+            "{}",
         )
         for e in events
     ]

@@ -13,11 +13,13 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from accounts.admin import ProviderListFilter
 from billing.models import (
     BillingRun,
     StripeCustomer,
     StripeEvent,
     UsageBatch,
+    UsageEvent,
     UsageRollup,
     UsageRollupRun,
 )
@@ -54,9 +56,32 @@ class UsageBatchAdmin(ReadOnlyAdmin):
         "rejected_count",
         "late_count",
     ]
-    list_filter = ["provider"]
+    list_filter = [("provider", ProviderListFilter)]
     list_select_related = ["provider"]
     date_hierarchy = "received_at"
+
+
+@admin.register(UsageEvent)
+class UsageEventAdmin(ReadOnlyAdmin):
+    """Single inference requests as reported: mode, cached tokens and cost-attribution tags."""
+
+    list_display = [
+        "event_id",
+        "contract",
+        "occurred_at",
+        "mode",
+        "status",
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "tags",
+        "is_late",
+    ]
+    list_filter = ["mode", "status", "is_late"]
+    list_select_related = ["contract"]
+    search_fields = ["=event_id", "contract__number"]
+    # The table is the largest there is: no exact count on every page.
+    show_full_result_count = False
 
 
 @admin.register(UsageRollup)
@@ -72,6 +97,8 @@ class UsageRollupAdmin(ReadOnlyAdmin):
         "ttft_p95_ms",
         "e2e_p99_ms",
         "output_tokens_success",
+        "cache_hit_rate_pct",
+        "batch_share_pct",
         "refreshed_at",
     ]
     list_select_related = ["contract"]
@@ -87,8 +114,15 @@ class UsageRollupRunAdmin(ReadOnlyAdmin):
 
 
 # Invoices and credit notes: read-only documents and the actions on them (their own module);
-# the ledger: read-only accounts, transactions and entries.
-from billing import admin_funds, admin_invoices, admin_ledger, admin_payouts  # noqa: E402, F401
+# the ledger: read-only accounts, transactions and entries; funds, payouts, budgets and usage
+# alert rules.
+from billing import (  # noqa: E402, F401
+    admin_budgets,
+    admin_funds,
+    admin_invoices,
+    admin_ledger,
+    admin_payouts,
+)
 
 # ------------------------------------------------------------------ run logs and Stripe
 

@@ -15,13 +15,14 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from accounts.admin import CustomerListFilter, ProviderListFilter
 from billing.admin import ReadOnlyAdmin, ReadOnlyMixin
 from billing.models import (
     CreditNote,
@@ -31,13 +32,15 @@ from billing.models import (
     InvoiceLine,
     InvoiceStatus,
 )
-from billing.rendering import credit_note_pdf, invoice_html, invoice_pdf
+from billing.rendering import CostCentres, credit_note_pdf, invoice_html, invoice_pdf
+from billing.selectors.attribution import grouping_parse, invoice_cost_groups
 from billing.services.cycle import invoice_issue
 from billing.services.delivery import credit_note_email, invoice_deliver, invoice_pdf_present
 from billing.services.documents import credit_note_issue, invoice_void
 from contracts.models import ContractEvent
 from core.admin import ServiceAdminMixin, error_text
 from core.errors import ApplicationError
+from core.money import format_money
 
 
 def _event_links(admin_site: admin.AdminSite, events: list[ContractEvent]) -> SafeString:
@@ -125,21 +128,25 @@ class CreditNoteForm(forms.Form):
 class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     """Invoices: read-only documents; the actions move them through billing.services."""
 
+    # The issuer is a filter; amounts carry their currency; e-mail delivery is on the page.
     list_display = [
         "__str__",
         "contract_number",
-        "issuer",
         "customer",
-        "period_start",
+        "period",
         "status",
         "total",
-        "currency",
         "credited_total",
         "due_at",
-        "emailed_at",
         "documents",
     ]
-    list_filter = ["status", "currency", "issuer", "customer", "period_start"]
+    list_filter = [
+        "status",
+        "currency",
+        ("issuer", ProviderListFilter),
+        ("customer", CustomerListFilter),
+        "period_start",
+    ]
     search_fields = ["number", "contract__number"]
     list_select_related = ["contract", "issuer", "customer"]
     date_hierarchy = "period_start"
@@ -186,6 +193,11 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     ]
     readonly_fields = ["documents"]
 
+    @admin.display(description="Period", ordering="period_start")
+    def period(self, invoice: Invoice) -> str:
+        """The billed month(s) as dates: "2026-11-01 → 2026-12-01"."""
+        return f"{invoice.period_start:%Y-%m-%d} → {invoice.period_end:%Y-%m-%d}"
+
     @admin.display(description="Contract", ordering="contract__number")
     def contract_number(self, invoice: Invoice) -> str:
         """The contract the invoice bills."""
@@ -195,7 +207,7 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     def documents(self, invoice: Invoice) -> SafeString:
         """Links to the invoice as PDF and as HTML."""
         return format_html(
-            "<a href='{}'>Download PDF</a> | <a href='{}' target='_blank'>View HTML</a>",
+            "<a href='{}'>PDF</a> | <a href='{}' target='_blank'>HTML</a>",
             reverse(f"{self.admin_site.name}:billing_invoice_pdf", args=[invoice.pk]),
             reverse(f"{self.admin_site.name}:billing_invoice_html", args=[invoice.pk]),
         )
@@ -301,7 +313,8 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
             if note is not None:
                 self.message_user(
                     request,
-                    f"Issued credit note {note.number} for {note.total} {note.currency}.",
+                    f"Issued credit note {note.number} for "
+                    f"{format_money(note.total, note.currency)}.",
                     level=messages.SUCCESS,
                 )
                 if form.cleaned_data["send_email"]:
@@ -312,7 +325,10 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
             request,
             queryset,
             action="issue_credit_note",
-            title=f"Credit note for {invoice} ({remaining} {invoice.currency} left to credit)",
+            title=(
+                f"Credit note for {invoice} "
+                f"({format_money(remaining, invoice.currency)} left to credit)"
+            ),
             form=form,
             submit="Issue credit note",
         )
@@ -386,8 +402,21 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
         return response
 
     def html_view(self, request: HttpRequest, invoice_id: int) -> HttpResponse:
-        """The invoice as the HTML page the customer's e-mail shows."""
-        return HttpResponse(invoice_html(self._viewable(request, invoice_id)))
+        """The invoice as the HTML page the customer's e-mail shows; `?group_by=tag:<key>`
+        (or contract, model, mode) adds its amounts by cost centre."""
+        invoice = self._viewable(request, invoice_id)
+        raw = request.GET.get("group_by")
+        if not raw:
+            return HttpResponse(invoice_html(invoice))
+        try:
+            grouping = grouping_parse(raw)
+        except ApplicationError as error:
+            return HttpResponseBadRequest(error_text(error), content_type="text/plain")
+        centres = CostCentres(
+            title=f"Cost centres by {grouping.key or grouping.kind}",
+            groups=invoice_cost_groups(invoice, grouping),
+        )
+        return HttpResponse(invoice_html(invoice, centres))
 
 
 class CreditNoteLineInline(ReadOnlyMixin, admin.TabularInline[CreditNoteLine, CreditNote]):
@@ -413,7 +442,11 @@ class CreditNoteAdmin(ReadOnlyAdmin):
         "issued_by",
         "document",
     ]
-    list_filter = ["currency", "issuer", "customer"]
+    list_filter = [
+        "currency",
+        ("issuer", ProviderListFilter),
+        ("customer", CustomerListFilter),
+    ]
     search_fields = ["number", "invoice__number", "invoice__contract__number"]
     list_select_related = ["invoice", "customer"]
     date_hierarchy = "issued_at"

@@ -14,13 +14,20 @@ class BillingConfig(AppConfig):
         from billing.metrics import business_metrics  # noqa: PLC0415 (models load after apps)
 
         register_business_metrics(self.label, business_metrics)
+        # Budgets with the action "block" refuse new leases and holds (leasing asks, unaware).
+        from billing.services.budgets import (  # noqa: PLC0415 (models load after apps)
+            budget_admission_check,
+        )
+        from leasing.admission import (  # noqa: PLC0415 (it imports accounts' models)
+            admission_check_register,
+        )
 
+        admission_check_register("billing.budgets", budget_admission_check)
         # Billing sits above leasing: its funds policies refuse new leases and holds through
         # leasing's admission checks (docs/ledger.md, "Burn-down and funds policies").
         from billing.services.funds_policy import (  # noqa: PLC0415 (models load after apps)
             funds_admission_check,
         )
-        from leasing.admission import admission_check_register  # noqa: PLC0415
 
         admission_check_register("billing.funds_policy", funds_admission_check)
 

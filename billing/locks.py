@@ -2,7 +2,8 @@
 
 Within billing: the contract (contracts.locks.contract_lock) → the invoice → the document
 sequence → ledger accounts (the balance trigger, or ledger_accounts_lock). Payouts: the statement
-→ the payout → ledger accounts. An invoice is locked
+→ the payout → ledger accounts. Prepaid balances: the funds policy, the credit grant or the
+top-up → ledger accounts. An invoice is locked
 FOR NO KEY UPDATE: its lines, credit notes, events and Stripe records only point at it and can
 be written meanwhile. Billing-run rows are locked on their own, in a short transaction before a
 run touches any contract, and SKIP LOCKED: a run only ever writes its own row (last, inside
@@ -17,11 +18,16 @@ from accounts.models import Organization
 from billing.models import (
     BillingRun,
     BillingRunOutcome,
+    Budget,
+    CreditGrant,
     DocumentSequence,
+    FundsPolicy,
     Invoice,
     LedgerAccount,
     Payout,
     ProviderStatement,
+    TopUp,
+    UsageAlertRule,
 )
 
 
@@ -87,6 +93,18 @@ def ledger_accounts_lock(*accounts: LedgerAccount) -> dict[int, LedgerAccount]:
     }
 
 
+def budget_lock(budget: Budget | int) -> Budget:
+    """Re-read one budget under its row lock: its evaluations and changes run one at a time."""
+    pk = budget if isinstance(budget, int) else budget.pk
+    return Budget.objects.select_for_update().select_related("organization").get(pk=pk)
+
+
+def usage_alert_rule_lock(rule: UsageAlertRule | int) -> UsageAlertRule:
+    """Re-read one usage alert rule under its row lock (evaluations and changes, one at a time)."""
+    pk = rule if isinstance(rule, int) else rule.pk
+    return UsageAlertRule.objects.select_for_update().get(pk=pk)
+
+
 def statement_lock(statement: ProviderStatement | int) -> ProviderStatement:
     """Re-read a provider statement under its row lock (a payout is made from it once)."""
     pk = statement if isinstance(statement, int) else statement.pk
@@ -112,3 +130,30 @@ def payout_claim(payout: Payout | int) -> Payout | None:
         .filter(pk=pk)
         .first()
     )
+
+
+def funds_policy_lock(policy_id: int) -> FundsPolicy:
+    """Re-read a funds policy (with its contract) under its row lock: one evaluation at a time."""
+    return (
+        FundsPolicy.objects.select_for_update(of=("self",))
+        .select_related("contract")
+        .get(pk=policy_id)
+    )
+
+
+def funds_policy_lock_or_create(*, contract_id: int, defaults: dict[str, object]) -> FundsPolicy:
+    """The contract's funds policy under its row lock, created with `defaults` when it has none."""
+    policy, _ = FundsPolicy.objects.select_for_update().get_or_create(
+        contract_id=contract_id, defaults=defaults
+    )
+    return policy
+
+
+def credit_grant_lock(grant_id: int) -> CreditGrant:
+    """Re-read a credit grant under its row lock (its expiry is recorded once)."""
+    return CreditGrant.objects.select_for_update().get(pk=grant_id)
+
+
+def top_up_lock(top_up_id: int) -> TopUp:
+    """Re-read a top-up (with its customer) under its row lock (it settles once)."""
+    return TopUp.objects.select_for_update().select_related("customer").get(pk=top_up_id)

@@ -17,9 +17,17 @@ from decimal import Decimal
 from typing import Any
 
 from billing.metering import CardHourUsage, MeteredGpu, clip, seconds
+from billing.tokens import TOKEN_KINDS, TokenTiers, TokenUsage, token_quantities
 from contracts import engine
 from core.money import Money, round_money
 from core.text import counted
+
+__all__ = [  # the token shapes live in billing.tokens; rating's callers import them from here
+    "TOKEN_KINDS",
+    "TokenTiers",
+    "TokenUsage",
+    "token_quantities",
+]
 
 MILLION = Decimal(1_000_000)
 SECONDS_PER_HOUR = Decimal(3600)
@@ -49,16 +57,6 @@ class AllocationPrice:
     rate: Decimal | None = None
     event_id: int | None = None
     explanation: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
-    """Successful tokens and request counts of one stretch of time."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    requests_success: int = 0
-    requests_total: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +103,7 @@ class RatingInput:
     allocation_prices: tuple[AllocationPrice, ...] = ()
     leased_model: str = ""
     tokens: TokenUsage | None = None
+    token_tiers: TokenTiers = field(default_factory=TokenTiers)
     late_tokens: tuple[LateTokens, ...] = ()
     service_level: ServiceLevel = ServiceLevel()
     recorded_charges: tuple[RecordedCharge, ...] = ()
@@ -289,8 +288,9 @@ def _token_line(
     start: datetime,
     end: datetime,
     note: str = "",
+    mode: str | None = None,
 ) -> LineDraft | None:
-    """Successful tokens x the rate per million tokens."""
+    """Successful tokens x the rate per million tokens (`mode`: whose requests, when one)."""
     currency = facts.terms.currency
     if tokens == 0 or rate is None:
         return None
@@ -307,8 +307,47 @@ def _token_line(
         amount=Money(amount, currency),
         service_start=start,
         service_end=end,
-        inputs={"tokens": tokens},
+        inputs={"tokens": tokens} if mode is None else {"tokens": tokens, "mode": mode},
     )
+
+
+def _token_kind_terms(facts: RatingInput, kind: str) -> tuple[Decimal | None, str, str | None, str]:
+    """Rate, word, mode (None: both) and the sentence that explains the price of a token kind."""
+    terms = facts.terms
+    tiers = facts.token_tiers
+    currency = terms.currency
+    online_in = terms.rate_per_million_input_tokens
+    online_out = terms.rate_per_million_output_tokens
+    hours = tiers.batch_completion_hours
+
+    def instead(rate: Decimal | None) -> str:
+        return f"{rate.normalize():f} {currency}" if rate is not None else "the online rate"
+
+    if kind == "cached_input_tokens":
+        return (
+            tiers.cached_input_rate,
+            "cached input",
+            None,  # cache hits of online and batch requests alike
+            "; input served from the prompt cache is billed at the cached-input price instead of"
+            f" {instead(online_in)} per million",
+        )
+    if kind in {"batch_input_tokens", "batch_output_tokens"}:
+        output = kind == "batch_output_tokens"
+        return (
+            tiers.batch_output_rate if output else tiers.batch_input_rate,
+            "batch output" if output else "batch input",
+            "batch",
+            f"; batch tier: requests completed within {hours} h, billed at the batch price"
+            f" instead of the online {instead(online_out if output else online_in)} per million",
+        )
+    if kind == "output_tokens":
+        return online_out, "output", "online", ""
+    cached_apart = tiers.cached_input_rate is not None and (
+        (facts.tokens is not None and facts.tokens.cached_input_tokens > 0)
+        or any(late.usage.cached_input_tokens for late in facts.late_tokens)
+    )
+    note = " (not served from the prompt cache)" if cached_apart else ""
+    return online_in, "input", "online", note
 
 
 def _token_pair(
@@ -320,24 +359,25 @@ def _token_pair(
     end: datetime,
     note: str = "",
 ) -> list[LineDraft | None]:
-    """The input-token and output-token lines of one stretch of usage."""
-    terms = facts.terms
-    return [
-        _token_line(
-            facts,
-            kind=f"{prefix}{what}_tokens",
-            tokens=tokens,
-            rate=rate,
-            what=what,
-            start=start,
-            end=end,
-            note=note,
+    """The token lines of one stretch of usage: online input, cached input, online output,
+    batch input, batch output (a line only where tokens were billed)."""
+    lines: list[LineDraft | None] = []
+    for kind, tokens in token_quantities(usage, facts.token_tiers).items():
+        rate, what, mode, why = _token_kind_terms(facts, kind)
+        lines.append(
+            _token_line(
+                facts,
+                kind=f"{prefix}{kind}",
+                tokens=tokens,
+                rate=rate,
+                what=what,
+                start=start,
+                end=end,
+                note=note + why,
+                mode=mode,
+            )
         )
-        for what, tokens, rate in (
-            ("input", usage.input_tokens, terms.rate_per_million_input_tokens),
-            ("output", usage.output_tokens, terms.rate_per_million_output_tokens),
-        )
-    ]
+    return lines
 
 
 def _token_lines(facts: RatingInput) -> list[LineDraft]:

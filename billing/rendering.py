@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -17,7 +18,9 @@ from django.template.loader import render_to_string
 from fpdf import FPDF
 from fpdf.fonts import FontFace
 
+from billing.attribution import GroupCost
 from billing.models import CreditNote, Invoice, InvoiceStatus, LineKind
+from billing.parties import document_party
 from contracts.models import ContractEvent
 from core.money import minor_unit, round_money
 
@@ -121,15 +124,6 @@ def ascii_safe(text: str) -> str:
 # ------------------------------------------------------------------ contexts
 
 
-def _party(organization: Any) -> dict[str, Any]:
-    """The name, country and billing addresses a document shows for an organization."""
-    return {
-        "name": organization.name,
-        "country": organization.country,
-        "billing_emails": list(organization.billing_emails or []),
-    }
-
-
 def _explanations_beyond(description: str, events: Iterable[ContractEvent]) -> list[str]:
     """The events' sentences a line's description does not already say, each once.
 
@@ -143,7 +137,31 @@ def _explanations_beyond(description: str, events: Iterable[ContractEvent]) -> l
     return said[1:]
 
 
-def invoice_document(invoice: Invoice) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class CostCentres:
+    """An invoice's amounts split over the values of one grouping (a tag key, contract, model or
+    mode), as billing.selectors.attribution.invoice_cost_groups computes them."""
+
+    title: str
+    groups: dict[str, GroupCost]
+
+
+def _cost_centre_rows(centres: CostCentres | None, currency: str) -> list[dict[str, str]]:
+    if centres is None:
+        return []
+    ordered = sorted(centres.groups.items(), key=lambda item: (-item[1].total, item[0]))
+    return [
+        {
+            "group": group or "(untagged)",
+            "amount": format_money(cost.amount, currency),
+            "tax": format_money(cost.tax, currency),
+            "total": format_money(cost.total, currency),
+        }
+        for group, cost in ordered
+    ]
+
+
+def invoice_document(invoice: Invoice, cost_centres: CostCentres | None = None) -> dict[str, Any]:
     """Everything an invoice document shows, preformatted; both renderers use only this."""
     currency = invoice.currency
     lines = invoice.lines.order_by("position").prefetch_related("events")
@@ -158,8 +176,9 @@ def invoice_document(invoice: Invoice) -> dict[str, Any]:
         "is_draft": invoice.status == InvoiceStatus.DRAFT,
         "is_void": invoice.status == InvoiceStatus.VOID,
         "void_reason": invoice.void_reason,
-        "issuer": _party(invoice.issuer),
-        "customer": _party(invoice.customer),
+        "issuer": document_party(invoice.issuer),
+        "customer": document_party(invoice.customer),
+        "customer_label": "Bill to",
         "contract_number": invoice.contract.number,
         "period_start": format_date(invoice.period_start),
         "period_end": format_date(invoice.period_end),
@@ -194,6 +213,8 @@ def invoice_document(invoice: Invoice) -> dict[str, Any]:
         "has_credits": invoice.credited_total > 0,
         "credited_total": format_money(invoice.credited_total, currency),
         "balance": format_money(balance, currency),
+        "cost_centre_title": cost_centres.title if cost_centres is not None else "",
+        "cost_centres": _cost_centre_rows(cost_centres, currency),
         "has_draws": drawn > 0,
         "drawn_from_balance": format_money(drawn, currency),
     }
@@ -208,8 +229,9 @@ def credit_note_document(note: CreditNote) -> dict[str, Any]:
         "number": note.number,
         "invoice_number": note.invoice.number or "",
         "contract_number": note.invoice.contract.number,
-        "issuer": _party(note.issuer),
-        "customer": _party(note.customer),
+        "issuer": document_party(note.issuer),
+        "customer": document_party(note.customer),
+        "customer_label": "Credit to",
         "currency": currency,
         "issued_on": format_date(note.issued_at),
         "reason": note.reason,
@@ -226,9 +248,11 @@ def credit_note_document(note: CreditNote) -> dict[str, Any]:
 # ------------------------------------------------------------------ HTML
 
 
-def invoice_html(invoice: Invoice) -> str:
+def invoice_html(invoice: Invoice, cost_centres: CostCentres | None = None) -> str:
     """The invoice as one self-contained HTML page (inline CSS, no external assets)."""
-    return render_to_string("billing/invoice.html", {"doc": invoice_document(invoice)})
+    return render_to_string(
+        "billing/invoice.html", {"doc": invoice_document(invoice, cost_centres)}
+    )
 
 
 def invoice_text(invoice: Invoice) -> str:
@@ -276,19 +300,17 @@ def _header(pdf: _DocumentPdf, doc: dict[str, Any], facts: list[tuple[str, str]]
     pdf.set_font(PDF_FONT, style="B", size=15)
     pdf.multi_cell(LEFT_WIDTH, 7, ascii_safe(doc["issuer"]["name"]), new_x="LMARGIN", new_y="NEXT")
     pdf.set_font(PDF_FONT, size=9)
-    if doc["issuer"]["country"]:
-        pdf.cell(LEFT_WIDTH, 5, ascii_safe(doc["issuer"]["country"]), new_x="LMARGIN", new_y="NEXT")
+    for line in doc["issuer"]["lines"]:
+        pdf.multi_cell(LEFT_WIDTH, 4.5, ascii_safe(line), new_x="LMARGIN", new_y="NEXT")
     pdf.ln(4)
     pdf.set_font(PDF_FONT, style="B", size=9)
-    pdf.cell(LEFT_WIDTH, 5, "Bill to", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font(PDF_FONT, size=9)
+    pdf.cell(LEFT_WIDTH, 5, doc["customer_label"], new_x="LMARGIN", new_y="NEXT")
     pdf.multi_cell(
         LEFT_WIDTH, 5, ascii_safe(doc["customer"]["name"]), new_x="LMARGIN", new_y="NEXT"
     )
-    if doc["customer"]["country"]:
-        pdf.cell(
-            LEFT_WIDTH, 5, ascii_safe(doc["customer"]["country"]), new_x="LMARGIN", new_y="NEXT"
-        )
+    pdf.set_font(PDF_FONT, size=9)
+    for line in doc["customer"]["lines"]:
+        pdf.multi_cell(LEFT_WIDTH, 4.5, ascii_safe(line), new_x="LMARGIN", new_y="NEXT")
     left_bottom = pdf.get_y()
 
     pdf.set_xy(125, top)
@@ -332,9 +354,34 @@ def _pdf_bytes(pdf: FPDF, *, compress: bool) -> bytes:
     return bytes(pdf.output())
 
 
-def invoice_pdf(invoice: Invoice, *, compress: bool = True) -> bytes:
-    """The invoice as a PDF: header, a wrapping line table, totals and numbered pages."""
-    doc = invoice_document(invoice)
+def _cost_centre_table(pdf: FPDF, doc: dict[str, Any]) -> None:
+    """The invoice's amounts by cost centre, under the totals."""
+    pdf.ln(4)
+    _text(pdf, doc["cost_centre_title"], size=10, style="B", height=6)
+    pdf.set_font(PDF_FONT, size=8.5)
+    with pdf.table(
+        col_widths=(70, 40, 30, 40),
+        text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
+        headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
+        line_height=4.5,
+        padding=1.2,
+        borders_layout="HORIZONTAL_LINES",
+    ) as table:
+        heading = table.row()
+        for title in ("Cost centre", "Amount", "Tax", "Total"):
+            heading.cell(title)
+        for centre in doc["cost_centres"]:
+            row = table.row()
+            for name in ("group", "amount", "tax", "total"):
+                row.cell(ascii_safe(centre[name]))
+
+
+def invoice_pdf(
+    invoice: Invoice, *, compress: bool = True, cost_centres: CostCentres | None = None
+) -> bytes:
+    """The invoice as a PDF: header, a wrapping line table, totals and numbered pages; with
+    `cost_centres`, a table of the amounts by cost centre after the totals."""
+    doc = invoice_document(invoice, cost_centres)
     pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
     pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
     pdf.set_author(ascii_safe(doc["issuer"]["name"]))
@@ -402,6 +449,8 @@ def invoice_pdf(invoice: Invoice, *, compress: bool = True) -> bytes:
             ("Balance", doc["balance"], True),
         ]
     _totals(pdf, rows)
+    if cost_centres is not None:
+        _cost_centre_table(pdf, doc)
     if doc["due_on"] and not doc["is_void"]:
         pdf.ln(4)
         _text(pdf, f"Payment due by {doc['due_on']}. Please quote {doc['number']}.")

@@ -9,7 +9,9 @@ from typing import Any
 from django.utils import timezone
 from fpdf.fonts import FontFace
 
+from accounts.models import Organization
 from billing.models import Invoice, ProviderStatement
+from billing.parties import document_party
 from billing.rendering import (
     PDF_FONT,
     _DocumentPdf,
@@ -36,6 +38,19 @@ def _payout_sentence(statement: ProviderStatement, currency: str) -> str:
     )
 
 
+def marketplace_party() -> dict[str, Any]:
+    """The marketplace as a statement's issuer: the operator organization's billing profile."""
+    operator = (
+        Organization.objects.filter(is_operator=True)
+        .select_related("billing_profile")
+        .order_by("pk")
+        .first()
+    )
+    if operator is None:
+        return {"name": MARKETPLACE_NAME, "country": "", "lines": [], "tax_id": ""}
+    return document_party(operator)
+
+
 def statement_document(statement: ProviderStatement) -> dict[str, Any]:
     """Everything a statement shows, preformatted."""
     currency = statement.currency
@@ -53,6 +68,8 @@ def statement_document(statement: ProviderStatement) -> dict[str, Any]:
         "title": "Provider statement",
         "number": f"ST-{statement.provider_id}-{statement.period_start:%Y-%m}-{currency}",
         "provider": statement.provider.name,
+        "issuer": marketplace_party(),
+        "customer": document_party(statement.provider),
         "period": (f"{format_date(statement.period_start)} to {format_date(statement.period_end)}"),
         "currency": currency,
         "created_on": format_date(statement.created_at),
@@ -82,10 +99,19 @@ def statement_pdf(statement: ProviderStatement, *, compress: bool = True) -> byt
     doc = statement_document(statement)
     pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {MARKETPLACE_NAME}")
     pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
-    pdf.set_author(MARKETPLACE_NAME)
+    pdf.set_author(ascii_safe(doc["issuer"]["name"]))
     pdf.set_creation_date(statement.created_at)
     pdf.add_page()
-    _text(pdf, MARKETPLACE_NAME, size=15, style="B", height=7)
+    # Both parties: the marketplace that pays out, and the provider it owes.
+    _text(pdf, doc["issuer"]["name"], size=15, style="B", height=7)
+    for line in doc["issuer"]["lines"]:
+        _text(pdf, line)
+    pdf.ln(2)
+    _text(pdf, "Statement for", style="B")
+    _text(pdf, doc["customer"]["name"], style="B")
+    for line in doc["customer"]["lines"]:
+        _text(pdf, line)
+    pdf.ln(2)
     _text(pdf, doc["title"].upper(), size=12, style="B", height=6)
     pdf.ln(2)
     for label, value in (

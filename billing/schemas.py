@@ -20,11 +20,14 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from core.tags import KEY_PATTERN, MAX_TAGS, VALUE_PATTERN
+
 MAX_BIGINT = 2**63 - 1
 # A day: no inference request is measured in longer units; larger values are garbage.
 MAX_LATENCY_MS = 86_400_000.0
 
 UsageStatusValue = Literal["success", "timeout", "error", "rejected"]
+UsageModeValue = Literal["online", "batch"]
 EventId = Annotated[
     # Printable text only: control characters (NUL above all) cannot be stored or echoed safely.
     str,
@@ -32,13 +35,23 @@ EventId = Annotated[
 ]
 TokenCount = Annotated[StrictInt, Field(ge=0, le=MAX_BIGINT)]
 LatencyMs = Annotated[float, Field(ge=0, le=MAX_LATENCY_MS, allow_inf_nan=False)]
+# The limits of core.tags, checked by pydantic-core in the same pass as the rest of the batch.
+UsageTags = Annotated[
+    dict[
+        Annotated[StrictStr, StringConstraints(pattern=KEY_PATTERN)],
+        Annotated[StrictStr, StringConstraints(pattern=VALUE_PATTERN)],
+    ],
+    Field(max_length=MAX_TAGS),
+]
 
 
 class UsageEventIn(TypedDict):
     """One inference request as the provider reports it; unknown keys are ignored.
 
     ttft_ms and e2e_ms may be null or absent for requests that were not served; the ingest
-    service requires them for successful ones. tpot_ms is always optional.
+    service requires them for successful online ones. tpot_ms is always optional. mode defaults
+    to online; cached_input_tokens (of input_tokens, those served from the prompt cache) to 0;
+    tags (cost attribution, core.tags limits) to none.
     """
 
     event_id: EventId
@@ -50,6 +63,9 @@ class UsageEventIn(TypedDict):
     ttft_ms: NotRequired[LatencyMs | None]
     e2e_ms: NotRequired[LatencyMs | None]
     tpot_ms: NotRequired[LatencyMs | None]
+    mode: NotRequired[UsageModeValue]
+    cached_input_tokens: NotRequired[TokenCount]
+    tags: NotRequired[UsageTags]
 
 
 # One adapter over the whole list: a single call into pydantic-core per batch.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils.dateparse import parse_datetime
 
+from billing.services.budgets import budgets_evaluate
 from billing.services.cycle import billing_cycle_run
 from billing.services.delivery import invoice_deliver
 from billing.services.funds_policy import funds_policies_evaluate
@@ -22,12 +23,18 @@ from billing.services.rollups import usage_rollups_refresh, usage_rollups_refres
 from billing.services.runs import billing_runs_abandon_stale
 from billing.services.stripe import StripeUnavailable
 from billing.services.top_ups import top_ups_resume
+from billing.services.usage_alerts import (
+    usage_alerts_evaluate,
+    usage_checks_after_batch,
+    usage_checks_after_sweep,
+)
 
 
 @shared_task(name="billing.rollup_usage")
 def rollup_usage(since: str | None = None) -> int:
     """Periodic sweep: refresh the hourly rollups touched by events received since the last run."""
     run = usage_rollups_refresh(since=parse_datetime(since) if since else None)
+    usage_checks_after_sweep()
     return run.hours_refreshed
 
 
@@ -35,8 +42,11 @@ def rollup_usage(since: str | None = None) -> int:
 # broker's server) inside the request that committed the batch.
 @shared_task(name="billing.ingest_rollup_refresh", ignore_result=True)
 def ingest_rollup_refresh(batch_id: int) -> int:
-    """Right after a batch committed: refresh the hourly rollups its events touched."""
-    return usage_rollups_refresh_batch(batch_id=batch_id)
+    """Right after a batch committed: refresh the hourly rollups its events touched, then ask for
+    the usage alerts of its contracts and the budgets of their customers to be evaluated."""
+    hours = usage_rollups_refresh_batch(batch_id=batch_id)
+    usage_checks_after_batch(batch_id=batch_id)
+    return hours
 
 
 @shared_task(name="billing.run_cycle", acks_late=True)
@@ -76,6 +86,19 @@ def abandon_stale_runs() -> list[int]:
 def reconcile_ledger() -> int:
     """Nightly: the ledger against the documents; returns the `ledger` run's id."""
     return ledger_reconciliation_run().pk
+
+
+@shared_task(name="billing.evaluate_budgets", ignore_result=True)
+def evaluate_budgets(organization_ids: list[int] | None = None) -> int:
+    """After usage or an invoice (those organizations), and from beat (all): budgets against this
+    month's and last month's spend; returns how many thresholds were newly crossed."""
+    return budgets_evaluate(organization_ids=organization_ids)
+
+
+@shared_task(name="billing.evaluate_usage_alerts", ignore_result=True)
+def evaluate_usage_alerts(contract_ids: list[int] | None = None) -> int:
+    """After a rollup refresh: usage alert rules on those contracts (all after a sweep)."""
+    return usage_alerts_evaluate(contract_ids=contract_ids)
 
 
 @shared_task(

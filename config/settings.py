@@ -161,6 +161,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# ISO dates and 24-hour times on every page (config/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["config.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
@@ -336,6 +338,8 @@ CELERY_TASK_ROUTES = {
     "billing.*": {"queue": "billing"},
     "economics.*": {"queue": "billing"},
     "inventory.fix_indices": {"queue": "default"},
+    "leasing.fix_marketplace_index": {"queue": "default"},
+    "contracts.apply_index_resets": {"queue": "default"},
     "leasing.resolve_acceptance_claims": {"queue": "default"},
     "webhooks.*": {"queue": "default"},
     "*": {"queue": "default"},
@@ -389,6 +393,8 @@ HOLD_MAX_PER_HOUR = env.int("HOLD_MAX_PER_HOUR", default=12)
 # --- market index: independent owners a day's fixing needs (inventory.indexing, fewer: no
 # fixing, nothing downstream moves) ---
 INDEX_MIN_OWNERS = env.int("INDEX_MIN_OWNERS", default=3)
+# --- marketplace index: executed leases a day's fixing needs (fewer: the external index) ---
+MARKETPLACE_INDEX_MIN_TRADES = env.int("MARKETPLACE_INDEX_MIN_TRADES", default=5)
 
 # --- economics: a pool's trailing-week utilization that raises a capacity signal ---
 ECONOMICS_PLAN_SCALING_UTILIZATION_PCT = env.int(

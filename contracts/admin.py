@@ -21,9 +21,12 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
+from accounts.admin import CustomerListFilter, ProviderListFilter
+from contracts.admin_clauses import ClauseForm, ClauseFormBase, clause_fieldsets
+from contracts.admin_index import index_chart_context
 from contracts.choices import AcceptanceSubmitter, ContractStatus, EndReason, Party
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
-from contracts.schemas import parse_clause, validate_clause_set
+from contracts.schemas import validate_clause_set
 from contracts.services import (
     AMENDABLE_FIELDS,
     acceptance_run_record,
@@ -39,41 +42,18 @@ from core.admin import ServiceAdminMixin
 from core.errors import ApplicationError
 
 
-def _field_errors(error: ApplicationError) -> dict[str, str]:
-    errors = error.detail.get("field_errors", {}) if error.detail else {}
-    return {str(k): str(v) for k, v in errors.items()} or {"__all__": error.message}
-
-
-class ClauseForm(forms.ModelForm[Clause]):
-    """A clause whose parameters are checked by the pydantic model of its kind."""
-
-    class Meta:
-        model = Clause
-        fields = ["kind", "params"]
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        kind, params = cleaned.get("kind"), cleaned.get("params")
-        if kind and isinstance(params, dict):
-            try:
-                parse_clause({"kind": kind, **params})
-            except ApplicationError as error:
-                raise ValidationError(
-                    [f"{field}: {message}" for field, message in _field_errors(error).items()]
-                ) from error
-        return cleaned
-
-
-class ClauseFormSet(BaseInlineFormSet[Clause, Contract, ClauseForm]):
+class ClauseFormSet(BaseInlineFormSet[Clause, Contract, ClauseFormBase]):
     """The clause set as a whole: each kind at most once."""
 
     def clean(self) -> None:
         super().clean()
         clauses = [
-            {"kind": f.cleaned_data["kind"], **f.cleaned_data["params"]}
+            {"kind": f.cleaned_data["kind"], **f.cleaned_data.get("params", {})}
             for f in self.forms
-            if f.cleaned_data and not f.cleaned_data.get("DELETE")
+            if f.cleaned_data and f.cleaned_data.get("kind") and not f.cleaned_data.get("DELETE")
         ]
+        if any(form.errors for form in self.forms):
+            return  # each clause's own errors are shown on its inputs first
         try:
             validate_clause_set(clauses)
         except ApplicationError as error:
@@ -81,10 +61,16 @@ class ClauseFormSet(BaseInlineFormSet[Clause, Contract, ClauseForm]):
 
 
 class ClauseInline(admin.StackedInline[Clause, Contract]):
+    """The clauses: typed inputs per kind, generated from the schemas (contracts.admin_clauses)."""
+
     model = Clause
     form = ClauseForm
+    fieldsets = clause_fieldsets()
     formset = ClauseFormSet  # type: ignore[assignment]  # stubs expect the base form type
     extra = 0
+
+    class Media:
+        js = ["contracts/clause_form.js"]
 
 
 class ContractEventInline(admin.TabularInline[ContractEvent, Contract]):
@@ -171,7 +157,14 @@ class ContractAdmin(ServiceAdminMixin[Contract], SimpleHistoryAdmin):
         "term_end",
         "version",
     ]
-    list_filter = ["status", "pricing_basis", "currency", "end_reason"]
+    list_filter = [
+        "status",
+        ("lessor", ProviderListFilter),
+        ("lessee", CustomerListFilter),
+        "pricing_basis",
+        "currency",
+        "end_reason",
+    ]
     search_fields = ["number", "lessor__name", "lessee__name", "leased_model_slug"]
     list_select_related = ["lessor", "lessee"]
     autocomplete_fields = ["lessor", "lessee"]
@@ -195,6 +188,34 @@ class ContractAdmin(ServiceAdminMixin[Contract], SimpleHistoryAdmin):
         "provider_insolvency_flagged",
         "version",
     ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        contract = Contract.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        context = index_chart_context(contract) if contract is not None else {}
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), **context}
+        )
+
+    def locked_reason(self, obj: Contract) -> str | None:
+        """An ended contract is kept as it ended; a live one changes only by amendment."""
+        if obj.status == ContractStatus.ENDED:
+            return "This contract has ended: it is kept as it was and cannot change."
+        return None
+
+    def delete_locked_reason(self, obj: Contract) -> str | None:
+        """Only a draft may be deleted: a contract once in force ends, and its history stays."""
+        if obj.status != ContractStatus.DRAFT:
+            return (
+                self.locked_reason(obj)
+                or "A contract in force is never deleted: give notice or terminate it instead."
+            )
+        return None
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:

@@ -63,6 +63,7 @@ class ClauseKind(models.TextChoices):
     SLA_CREDITS = "sla_credits", "SLA credits"
     MINIMUM_COMMITMENT = "minimum_commitment", "Minimum commitment"
     PREPAYMENT = "prepayment", "Prepayment"
+    INDEX_LINKED = "index_linked", "Index-linked rate"
 
 
 class EventKind(models.TextChoices):
@@ -96,6 +97,7 @@ class EventKind(models.TextChoices):
     HARDWARE_REPLACEMENT_RATE = "hardware_replacement_rate", "Hardware replaced"
     INSOLVENCY_FLAGGED = "insolvency_flagged", "Provider insolvency flagged"
     PREEMPTED = "preempted", "Interruptible capacity preempted"
+    INDEX_RESET = "index_reset", "Index-linked rate reset"
     PAUSED = "paused", "Paused by the customer's money policy"
 
 

@@ -210,6 +210,51 @@ class Prepayment(_Clause):
         return self
 
 
+class IndexLinked(_Clause):
+    """The GPU-hour rate follows the marketplace index: its fixing plus a spread, within a floor
+    and a cap, reset every `reset_months` billing periods from the fixing of a named day (of the
+    calendar month before each reset: a day 1..28, or "last")."""
+
+    kind: Literal["index_linked"]
+    index_mode: Literal["on_demand", "reserved", "interruptible"] = "on_demand"
+    spread_type: Literal["percent", "absolute"]
+    # percent: rate = fixing x (1 + spread / 100); absolute: rate = fixing + spread (per GPU-hour).
+    spread: Decimal = Field(ge=-1_000_000, le=1_000_000)
+    floor_rate: NonNegativeDecimal | None = None
+    cap_rate: PositiveDecimal | None = None
+    reset_months: int = Field(default=1, ge=1, le=12)
+    # A day of the month 1..28, or "last"; a plain union so that a bad value reads as one error.
+    fixing_day: int | str = "last"
+    # The fixed rate the lessee could have signed instead (the quote's), for the backtest.
+    fixed_alternative_rate: PositiveDecimal | None = None
+
+    @model_validator(mode="after")
+    def _bounds_spread_and_day_make_sense(self) -> IndexLinked:
+        if (
+            self.floor_rate is not None
+            and self.cap_rate is not None
+            and self.floor_rate > self.cap_rate
+        ):
+            raise _rule_error("floor_rate", "must not be above cap_rate")
+        if self.spread_type == "percent" and self.spread <= -100:
+            raise _rule_error(
+                "spread", "a spread of -100 % or less makes the rate zero or negative"
+            )
+        if self.spread_type == "absolute" and self.spread < 0 and not self.floor_rate:
+            # fixing + a negative spread turns negative when the index falls far enough.
+            raise _rule_error(
+                "spread", "a negative absolute spread needs a floor_rate above 0 (no negative rate)"
+            )
+        if isinstance(self.fixing_day, str) and self.fixing_day != "last":
+            raise _rule_error("fixing_day", 'give a day of the month 1..28 or "last"')
+        if isinstance(self.fixing_day, int) and not 1 <= self.fixing_day <= 28:
+            raise _rule_error(
+                "fixing_day",
+                f'day {self.fixing_day} does not exist in every month: give 1..28 or "last"',
+            )
+        return self
+
+
 ClauseModel = (
     ThroughputAcceptance
     | GenerationalPriceStep
@@ -217,6 +262,7 @@ ClauseModel = (
     | SlaCredits
     | MinimumCommitment
     | Prepayment
+    | IndexLinked
 )
 ClauseParams = Annotated[ClauseModel, Field(discriminator="kind")]
 CLAUSE_ADAPTER: TypeAdapter[ClauseModel] = TypeAdapter(ClauseParams)
@@ -227,6 +273,7 @@ CLAUSE_KINDS: tuple[str, ...] = (
     "sla_credits",
     "minimum_commitment",
     "prepayment",
+    "index_linked",
 )
 
 
@@ -289,6 +336,17 @@ def validate_clause_set(clauses: Sequence[Mapping[str, Any]]) -> tuple[ClauseMod
                 f"(already at position {first_position[clause.kind]})"
             )
         first_position.setdefault(clause.kind, index)
+    if "index_linked" in first_position and "generational_price_step" in first_position:
+        # Two clauses moving the same rate would contradict each other.
+        errors[f"{first_position['index_linked']}.kind"] = (
+            "an index_linked rate cannot also have a generational_price_step clause"
+        )
+        if len(errors) == 1:
+            raise ValidationFailed(
+                "An index-linked rate cannot also step.",
+                code="conflicting_clauses",
+                detail={"field_errors": errors},
+            )
     if errors:
         raise ValidationFailed(
             "A clause kind appears more than once.",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from bisect import bisect_right
+from collections.abc import Iterable
+from datetime import date, datetime
 from decimal import Decimal
 
 from django.db.models import Prefetch, Q, QuerySet
@@ -17,7 +19,10 @@ from contracts.choices import (
     Party,
 )
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
-from contracts.schemas import parse_clause
+from contracts.schemas import IndexLinked, parse_clause
+from core.errors import SemanticError
+from inventory import selectors as inventory_selectors
+from inventory.models import MarketplaceFixing
 
 
 def contracts_with_relations() -> QuerySet[Contract]:
@@ -124,9 +129,9 @@ def acceptance_runs_with_relations() -> QuerySet[AcceptanceRun]:
     )
 
 
-# The contract's rate schedule: its base rate, then price steps. A hardware replacement prices
-# only the swapped GPU (its allocation's own rate), never the contract.
-RATE_EVENT_KINDS = (EventKind.PRICE_STEP,)
+# The contract's rate schedule: its base rate, then price steps or index-linked resets. A
+# hardware replacement prices only the swapped GPU (its allocation's own rate), never the contract.
+RATE_EVENT_KINDS = (EventKind.PRICE_STEP, EventKind.INDEX_RESET)
 
 
 def applied_price_steps(contract: Contract) -> list[engine.AppliedStep]:
@@ -168,3 +173,91 @@ def acceptance_failed(contract: Contract) -> bool:
     return ContractEvent.objects.filter(
         contract=contract, kind=EventKind.ACCEPTANCE_REJECTION_RIGHT
     ).exists()
+
+
+# ---------------------------------------------------------------- index-linked rates
+
+
+def _fact(named_day: date, row: MarketplaceFixing) -> engine.IndexFixingFact:
+    assert row.rate is not None  # callers pass fixings with a rate only
+    return engine.IndexFixingFact(
+        named_day=named_day,
+        day=row.day,
+        rate=row.rate,
+        fixing_id=row.pk,
+        basis=row.basis,
+        trade_count=row.trade_count,
+    )
+
+
+def index_fixing_facts(
+    *,
+    gpu_model_slug: str,
+    clause: IndexLinked,
+    currency: str,
+    named_days: Iterable[date],
+    wait_for_named_day: bool = True,
+) -> dict[date, engine.IndexFixingFact | None]:
+    """The fixing in force on each named day (None: none yet, or none with a rate ever).
+
+    With `wait_for_named_day` (resets) a day not fixed yet, with no later fixing either, is
+    left out so that the reset waits for it; the backtest reads history as it stands.
+    """
+    days = sorted(set(named_days))
+    if not days:
+        return {}
+    rows = inventory_selectors.marketplace_fixing_series(
+        gpu_model_slug=gpu_model_slug,
+        mode=clause.index_mode,
+        currency=currency,
+        start=date.min,
+        end=max(days) if not wait_for_named_day else date.max,
+    )
+    last_day = rows[-1].day if rows else None
+    facts: dict[date, engine.IndexFixingFact | None] = {}
+    priced = [row for row in rows if row.rate is not None]  # oldest first
+    priced_days = [row.day for row in priced]
+    for named in days:
+        if wait_for_named_day and (last_day is None or last_day < named):
+            continue
+        position = bisect_right(priced_days, named)  # fixings on or before the named day
+        facts[named] = _fact(named, priced[position - 1]) if position else None
+    return facts
+
+
+def contract_index_backtest(
+    contract: Contract, *, start: date, end: date
+) -> tuple[IndexLinked, engine.Backtest]:
+    """What the contract would have cost under its index_linked clause over the fixings of
+    [start, end), monthly, against its fixed alternative (the clause's, else its base rate).
+
+    422 `not_index_linked` without the clause, `index_no_fixings` when no month has a fixing.
+    """
+    terms = contract_terms(contract)
+    clause = terms.clause(IndexLinked)
+    if clause is None:
+        raise SemanticError("The contract has no index_linked clause.", code="not_index_linked")
+    months = engine.backtest_months(start, end)
+    facts = index_fixing_facts(
+        gpu_model_slug=contract.leased_model_slug,
+        clause=clause,
+        currency=contract.currency,
+        named_days=[engine.fixing_day_for(clause, month_start) for month_start, _ in months],
+        wait_for_named_day=False,
+    )
+    if not any(facts.values()):
+        raise SemanticError(
+            "The marketplace index has no fixing for these months yet.",
+            code="index_no_fixings",
+            detail={"gpu_model": contract.leased_model_slug, "mode": clause.index_mode},
+        )
+    fixed = clause.fixed_alternative_rate or contract.base_rate_per_gpu_hour or Decimal(0)
+    backtest = engine.index_backtest(
+        clause,
+        currency=contract.currency,
+        gpus=contract.committed_gpus or 1,
+        fixed_rate=fixed,
+        months=months,
+        facts=facts,
+    )
+    return clause, backtest

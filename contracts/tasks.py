@@ -10,7 +10,11 @@ from django.utils.dateparse import parse_date
 
 from contracts.choices import LIVE_STATUSES, ClauseKind, PricingBasis
 from contracts.models import Contract
-from contracts.services import contracts_end_due, contracts_reevaluate_price_steps
+from contracts.services import (
+    contracts_apply_index_resets,
+    contracts_end_due,
+    contracts_reevaluate_price_steps,
+)
 
 
 @shared_task(name="contracts.reevaluate_price_steps")
@@ -42,3 +46,9 @@ def reevaluate_all_price_steps() -> int:
 def end_due() -> int:
     """End contracts whose notice period or term is over."""
     return contracts_end_due()
+
+
+@shared_task(name="contracts.apply_index_resets")  # queue: CELERY_TASK_ROUTES (default)
+def apply_index_resets() -> int:
+    """Beat, 00:40 UTC (after the marketplace index): record index-linked resets now decidable."""
+    return contracts_apply_index_resets(now=timezone.now())

@@ -71,7 +71,52 @@ def add_service_error(form: forms.BaseForm, error: ApplicationError) -> None:
         form.add_error(_form_field(form, field), message)
 
 
-class ServiceAdminMixin(admin.ModelAdmin[_ModelT]):
+class CardhourAdmin(admin.ModelAdmin[_ModelT]):
+    """The base of Cardhour's model admins: a record whose state forbids a change offers neither
+    Save nor Delete (docs/architecture.md, "Admin").
+
+    `locked_reason(obj)` says why a record may not change at all (its page becomes read-only
+    and says why); `delete_locked_reason(obj)` why it may not be deleted although it may still
+    change. Money, rates, periods, the header and the list layout need nothing here: they apply
+    to every admin page (core.admin_display, templates/admin/).
+    """
+
+    def locked_reason(self, obj: _ModelT) -> str | None:
+        """Why `obj` may not change at all, or None when its state allows changes."""
+        return None
+
+    def delete_locked_reason(self, obj: _ModelT) -> str | None:
+        """Why `obj` may not be deleted, or None; a locked record is never deleted either."""
+        return self.locked_reason(obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: _ModelT | None = None) -> bool:
+        """No change to a record whose state forbids it (the page shows it read-only)."""
+        if obj is not None and self.locked_reason(obj):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: _ModelT | None = None) -> bool:
+        """No Delete for a record whose state forbids it."""
+        if obj is not None and self.delete_locked_reason(obj):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: _ModelT | None = None,
+    ) -> HttpResponse:
+        """The change page, saying why a locked record cannot change or be deleted."""
+        if obj is not None:
+            context["locked_reason"] = self.locked_reason(obj) or self.delete_locked_reason(obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+class ServiceAdminMixin(CardhourAdmin[_ModelT]):
     """A model admin that writes through services and shows their domain errors (see module).
 
     Put it first among the bases (`ServiceAdminMixin[Offer], SimpleHistoryAdmin`).

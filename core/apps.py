@@ -13,3 +13,15 @@ class CoreConfig(AppConfig):
         from core.logging import connect_task_signals  # noqa: PLC0415 (Django's ready() hook)
 
         connect_task_signals()
+        # Money, rates and periods read as people write them on every admin page.
+        from core.admin_display import install  # noqa: PLC0415 (Django's ready() hook)
+
+        install()
+        # The admin is Cardhour's, and its "View site" link leads to the API's documentation.
+        from django.contrib import admin  # noqa: PLC0415 (Django's ready() hook)
+
+        admin.site.site_header = admin.site.site_title = "Cardhour"
+        admin.site.index_title = "Operations"
+        admin.site.site_url = "/api/docs/"
+        # The width goes to the lists' columns; the home page and breadcrumbs lead elsewhere.
+        admin.site.enable_nav_sidebar = False

@@ -37,6 +37,16 @@ EVENT_TYPES: dict[str, tuple[str, str]] = {
         "provider",
         "A pool's capacity signal is plan_scaling or act_now for the evaluated day.",
     ),
+    "budget.threshold_crossed": (
+        "customer",
+        "A budget's monthly spend crossed one of its thresholds (once per budget, month and"
+        " threshold).",
+    ),
+    "usage.alert": (
+        "customer, provider",
+        "A usage alert rule fired on a token-SLA contract's hourly rollups (once per run of"
+        " breaching hours).",
+    ),
 }
 
 

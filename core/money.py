@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+from babel.numbers import format_currency
+
 from core.errors import SemanticError
 
 # ISO-4217 minor units of the currencies the marketplace trades in; anything else uses 2.
@@ -44,6 +46,18 @@ def round_money(amount: Decimal, currency: str) -> Decimal:
     """Round an amount once, half-up, to the currency's minor unit."""
     quantum = Decimal(1).scaleb(-minor_unit(currency))
     return amount.quantize(quantum, rounding=ROUND_HALF_UP)
+
+
+# How amounts are written for people (admin, documents): the currency's own symbol, digits and
+# separators as written in English ("$7,454.98", "€1,200.00", "¥7,455", "CA$12.00").
+DISPLAY_LOCALE = "en_US"
+
+
+def format_money(amount: Decimal, currency: str) -> str:
+    """An amount as people read it: rounded to the minor unit, with separators and symbol."""
+    return format_currency(
+        round_money(amount, currency), currency.upper(), locale=DISPLAY_LOCALE, currency_digits=True
+    )
 
 
 def round_rate(rate: Decimal) -> Decimal:

@@ -16,7 +16,8 @@ from simple_history.admin import SimpleHistoryAdmin
 
 from core.admin import ServiceAdminMixin, add_field_errors
 from inventory import indexing, services
-from inventory.models import IndexFixing, IndexSource
+from inventory.indexing import marketplace
+from inventory.models import IndexFixing, IndexSource, MarketplaceFixing
 from inventory.rules import index_source_errors
 from inventory.schemas import IndexSourceChanges, IndexSourceInput
 
@@ -207,3 +208,59 @@ class IndexFixingAdmin(admin.ModelAdmin[IndexFixing]):
         return _pretty(
             {key: value for key, value in obj.inputs.items() if key != "votes"},
         )
+
+
+_MARKETPLACE_FIELDS = (
+    "gpu_model",
+    "mode",
+    "currency",
+    "day",
+    "basis",
+    "rate",
+    "methodology",
+    "trade_count",
+    "gpu_hours",
+    "fallback_fixing",
+    "explanation",
+    "recomputed",
+    "trades",
+    "trimmed",
+    "computed_at",
+)
+
+
+@admin.register(MarketplaceFixing)
+class MarketplaceFixingAdmin(admin.ModelAdmin[MarketplaceFixing]):
+    """The marketplace index, written by the nightly job only: this page only shows it."""
+
+    list_display = ["day", "gpu_model", "mode", "currency", "basis", "rate", "trade_count"]
+    list_filter = ["basis", "mode", "currency", "gpu_model"]
+    search_fields = ["gpu_model__name", "gpu_model__slug", "explanation"]
+    date_hierarchy = "day"
+    list_select_related = ["gpu_model"]
+    fields = _MARKETPLACE_FIELDS
+    readonly_fields = _MARKETPLACE_FIELDS
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="recomputed from the stored inputs")
+    def recomputed(self, obj: MarketplaceFixing) -> str:
+        again = marketplace.marketplace_fixing_from_inputs(day=obj.day, inputs=obj.inputs)
+        same = again.basis == obj.basis and again.rate == obj.rate
+        verdict = "matches" if same else "DOES NOT MATCH"
+        return f"{again.basis} {again.rate if again.rate is not None else ''} ({verdict})"
+
+    @admin.display(description="trades (executed leases)")
+    def trades(self, obj: MarketplaceFixing) -> str:
+        return _pretty(obj.inputs.get("trades", []))
+
+    @admin.display(description="trimmed")
+    def trimmed(self, obj: MarketplaceFixing) -> str:
+        return _pretty(obj.dropped)

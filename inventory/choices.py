@@ -104,6 +104,22 @@ class FixingStatus(models.TextChoices):
     INSUFFICIENT_SOURCES = "insufficient_sources", "Insufficient independent sources"
 
 
+class MarketplaceMode(models.TextChoices):
+    """The pricing mode a marketplace fixing is for (the modes leases are priced in)."""
+
+    ON_DEMAND = "on_demand", "On demand"
+    RESERVED = "reserved", "Reserved"
+    INTERRUPTIBLE = "interruptible", "Interruptible"
+
+
+class MarketplaceBasis(models.TextChoices):
+    """What a marketplace fixing rests on: enough trades, the external index, or nothing."""
+
+    TRADES = "trades", "Marketplace trades"
+    EXTERNAL_FALLBACK = "external_fallback", "External index (too few trades)"
+    NONE = "none", "No rate (too few trades, no external fixing)"
+
+
 class Precision(models.TextChoices):
     """How many bits a stored number takes: model weights or the KV cache."""
 

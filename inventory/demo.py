@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from django.utils import timezone
 
+from accounts.demo import demo_billing_profile
 from accounts.models import Organization
 from inventory.choices import GpuHealth, IndexSourceKind, OutageCause, OutageKind, PriceTerm
 from inventory.indexing import LOOKBACK_DAYS
@@ -297,6 +298,7 @@ def _providers() -> dict[str, Organization]:
         organizations[slug], _ = Organization.objects.update_or_create(
             slug=slug, defaults={"is_provider": True, **fields}
         )
+        demo_billing_profile(organizations[slug])
     return organizations
 
 

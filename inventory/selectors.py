@@ -20,6 +20,7 @@ from inventory.models import (
     IndexFixing,
     IndexSource,
     LlmModel,
+    MarketplaceFixing,
     MarketPrice,
     Node,
     Outage,
@@ -84,6 +85,53 @@ def index_sources() -> QuerySet[IndexSource]:
 def index_fixings() -> QuerySet[IndexFixing]:
     """Fixings with their model."""
     return IndexFixing.objects.select_related("gpu_model")
+
+
+def marketplace_fixings() -> QuerySet[MarketplaceFixing]:
+    """Marketplace fixings with their model (and the external fixing they fell back to)."""
+    return MarketplaceFixing.objects.select_related("gpu_model", "fallback_fixing")
+
+
+def _marketplace_series(
+    *, gpu_model_slug: str, mode: str, currency: str
+) -> QuerySet[MarketplaceFixing]:
+    return marketplace_fixings().filter(
+        gpu_model__slug=gpu_model_slug, mode=mode, currency=currency
+    )
+
+
+def marketplace_fixing_on(
+    *, gpu_model_slug: str, mode: str, currency: str, day: date
+) -> MarketplaceFixing | None:
+    """The marketplace fixing of exactly `day` (any basis), or None when the day is not fixed."""
+    return (
+        _marketplace_series(gpu_model_slug=gpu_model_slug, mode=mode, currency=currency)
+        .filter(day=day)
+        .first()
+    )
+
+
+def marketplace_fixing_latest(
+    *, gpu_model_slug: str, mode: str, currency: str, day: date
+) -> MarketplaceFixing | None:
+    """The latest marketplace fixing with a rate on or before `day` (the one in force)."""
+    return (
+        _marketplace_series(gpu_model_slug=gpu_model_slug, mode=mode, currency=currency)
+        .filter(day__lte=day, rate__isnull=False)
+        .order_by("-day")
+        .first()
+    )
+
+
+def marketplace_fixing_series(
+    *, gpu_model_slug: str, mode: str, currency: str, start: date, end: date
+) -> list[MarketplaceFixing]:
+    """Every marketplace fixing in [start, end] (any basis), oldest first."""
+    return list(
+        _marketplace_series(gpu_model_slug=gpu_model_slug, mode=mode, currency=currency)
+        .filter(day__gte=start, day__lte=end)
+        .order_by("day")
+    )
 
 
 def fair_market_rate(

@@ -18,8 +18,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from simple_history.admin import SimpleHistoryAdmin
 
+from accounts.admin import ProviderListFilter
 from core.admin import ServiceAdminMixin, add_field_errors, add_service_error
 from core.errors import ApplicationError
+from core.tags import tags_clean
 from leasing.choices import OfferStatus
 from leasing.models import Offer, QuoteShortfall, SlaOffering, SlaSubscription
 from leasing.services.offers import (
@@ -55,6 +57,7 @@ _OFFER_TERMS = (
     "available_from",
     "available_until",
     "contract_template",
+    "index_linked_terms",
 )
 
 
@@ -179,6 +182,9 @@ class SlaOfferingForm(forms.ModelForm[SlaOffering]):
         if all(cleaned.get(name) is not None for name in required):
             terms = {name: cleaned[name] for name in required}
             terms["contract_template"] = cleaned.get("contract_template") or []
+            for name in SLA_OFFERING_FIELDS:
+                if name not in terms and name.startswith(("batch_", "price_per_million_cached")):
+                    terms[name] = cleaned.get(name)
             add_field_errors(self, sla_offering_validate_terms(terms))
         return cleaned
 
@@ -222,7 +228,7 @@ class SlaOfferingAdmin(ServiceAdminMixin[SlaOffering], SimpleHistoryAdmin):
         "committed_tokens_per_s",
         "status",
     ]
-    list_filter = ["status", "currency", "provider"]
+    list_filter = ["status", "currency", ("provider", ProviderListFilter)]
     search_fields = ["served_model_name", "provider__name", "provider__slug"]
     list_select_related = ["provider"]
     raw_id_fields = ["provider"]
@@ -272,7 +278,7 @@ class SlaSubscriptionForm(forms.ModelForm[SlaSubscription]):
 
     class Meta:
         model = SlaSubscription
-        fields = ["offering", "contract"]
+        fields = ["offering", "contract", "tags"]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -280,6 +286,7 @@ class SlaSubscriptionForm(forms.ModelForm[SlaSubscription]):
         if offering is not None and contract is not None:
             try:
                 sla_subscription_check(offering=offering, contract=contract)
+                tags_clean(cleaned.get("tags"))
             except ApplicationError as error:
                 add_service_error(self, error)
         return cleaned
@@ -290,14 +297,24 @@ class SlaSubscriptionAdmin(ServiceAdminMixin[SlaSubscription]):
     """Operators link token-SLA contracts to SLA offerings; a link is never edited afterwards."""
 
     form = SlaSubscriptionForm
-    list_display = ["id", "contract", "lessee", "offering", "provider", "created_at"]
-    list_filter = ["offering__provider", "offering__currency"]
+    list_display = ["id", "contract", "lessee", "offering", "provider", "tags", "created_at"]
+    list_filter = [("offering__provider", ProviderListFilter), "offering__currency"]
     search_fields = ["contract__number", "contract__lessee__name", "offering__served_model_name"]
     list_select_related = ["contract__lessee", "offering__provider"]
     raw_id_fields = ["offering", "contract"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["offering", "contract", "created_at"] if obj is not None else []
+        frozen = [
+            "offering",
+            "contract",
+            "tags",
+            "price_per_million_cached_input_tokens",
+            "batch_price_per_million_input_tokens",
+            "batch_price_per_million_output_tokens",
+            "batch_completion_hours",
+            "created_at",
+        ]
+        return frozen if obj is not None else []
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a contract's link to its offering is kept; no service removes it
@@ -307,7 +324,9 @@ class SlaSubscriptionAdmin(ServiceAdminMixin[SlaSubscription]):
     ) -> None:
         if change:
             return  # nothing on a link is editable
-        created = sla_subscription_create(offering=obj.offering, contract=obj.contract)
+        created = sla_subscription_create(
+            offering=obj.offering, contract=obj.contract, tags=form.cleaned_data.get("tags")
+        )
         obj.pk, obj.created_at = created.pk, created.created_at
 
     @admin.display(description="Lessee", ordering="contract__lessee__name")

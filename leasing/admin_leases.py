@@ -16,7 +16,9 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
+from django.utils.text import Truncator
 
+from accounts.admin import CustomerListFilter, ProviderListFilter
 from contracts.models import AcceptanceRun
 from inventory.models import Node
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
@@ -97,20 +99,26 @@ class HoldHistoryInline(LeaseEventInline):
 
 @admin.register(Lease)
 class LeaseAdmin(admin.ModelAdmin[Lease]):
+    # Placement and workload are filters and the lease's page; the columns fit 1440 px.
     list_display = [
         "id",
         "contract",
         "customer",
-        "offer",
-        "gpu_count",
+        "offer_name",
+        "gpus",
         "pricing_mode",
         "start",
         "end",
         "status",
-        "placement",
-        "workload",
     ]
-    list_filter = ["status", "pricing_mode", "workload", "placement", "offer__provider"]
+    list_filter = [
+        "status",
+        ("offer__provider", ProviderListFilter),
+        ("customer", CustomerListFilter),
+        "pricing_mode",
+        "workload",
+        "placement",
+    ]
     search_fields = ["contract__number", "customer__name", "offer__name"]
     list_select_related = ["contract", "customer", "offer"]
     inlines = [AllocationInline, PreemptionInline, LeaseHistoryInline]
@@ -129,6 +137,7 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
         "status",
         "placement",
         "workload",
+        "tags",
         "ended_at",
         "acceptance_runs",
     ]
@@ -142,6 +151,14 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # read-only: saving the page would write the row past the services
+
+    @admin.display(description="Offer", ordering="offer__name")
+    def offer_name(self, lease: Lease) -> str:
+        return Truncator(lease.offer.name).chars(40)
+
+    @admin.display(description="GPUs", ordering="gpu_count")
+    def gpus(self, lease: Lease) -> int:
+        return lease.gpu_count
 
     @admin.display(description="Acceptance runs")
     def acceptance_runs(self, lease: Lease) -> str:
@@ -158,7 +175,17 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
 
 @admin.register(Hold)
 class HoldAdmin(admin.ModelAdmin[Hold]):
-    list_display = ["id", "customer", "offer", "gpu_count", "start", "end", "status", "expires_at"]
+    list_display = [
+        "id",
+        "customer",
+        "offer",
+        "gpu_count",
+        "start",
+        "end",
+        "status",
+        "expires_at",
+        "tags",
+    ]
     list_filter = ["status"]
     list_select_related = ["customer", "offer"]
     readonly_fields = [f.name for f in Hold._meta.fields]

@@ -27,6 +27,13 @@ class PricingMode(models.TextChoices):
     INTERRUPTIBLE = "interruptible", "Interruptible"
 
 
+class PriceBasis(models.TextChoices):
+    """Whether a lease pays the offer's fixed rate or follows the marketplace index."""
+
+    FIXED = "fixed", "Fixed rate"
+    INDEX_LINKED = "index_linked", "Index-linked (the offer's option)"
+
+
 class Workload(models.TextChoices):
     """What the customer says a lease runs, for capacity planning (set once, at creation)."""
 

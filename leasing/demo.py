@@ -2,8 +2,11 @@
 in every state — active, pending acceptance, ended, cancelled at acceptance, and an interruptible
 lease that an on-demand lease preempted. Seeding again changes nothing.
 
-Leases are made through the same services the API calls; where a state needs time to pass (an
-ended lease), the lifecycle services are run with a later `now`, as the beat jobs would.
+An RTX 5090 offer carries an index-linked option, and the demo customer leases on it after the
+marketplace index is fixed for the last week (falling back to the external index: the demo has
+too few trades). Leases are made through the same services the API calls; where a state needs
+time to pass (an ended lease), the lifecycle services are run with a later `now`, as the beat
+jobs would.
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ from typing import Any, TextIO
 from django.db.models import Count
 from django.utils import timezone
 
+from accounts.demo import demo_billing_profile
 from accounts.models import Organization
 from contracts.services import contracts_end_due
-from inventory.models import Node, Site
+from inventory.models import MarketplaceFixing, Node, Site
 from leasing.models import Lease, Offer, SlaOffering
 from leasing.services.acceptance import lease_acceptance_run_record
 from leasing.services.allocation import free_gpu_count
 from leasing.services.changes import lease_reject, leases_end_due
 from leasing.services.leases import lease_create, request_build
+from leasing.services.market_index import marketplace_index_compute
 from leasing.services.offers import offer_create, sla_offering_create
 
 ACTOR = "demo"
@@ -92,6 +97,7 @@ def _customer(slug: str, name: str, country: str) -> Organization:
             "billing_emails": [f"billing@{slug}.localhost"],
         },
     )
+    demo_billing_profile(organization)
     return organization
 
 
@@ -153,6 +159,11 @@ def _sla_offering() -> None:
         served_model_name="llama-3.1-70b-instruct",
         price_per_million_input_tokens=Decimal("0.60"),
         price_per_million_output_tokens=Decimal("0.80"),
+        # Prompt-cache hits at a quarter of the input price; a batch tier at half price within 24 h.
+        price_per_million_cached_input_tokens=Decimal("0.15"),
+        batch_price_per_million_input_tokens=Decimal("0.30"),
+        batch_price_per_million_output_tokens=Decimal("0.40"),
+        batch_completion_hours=24,
         currency="USD",
         availability_slo_pct=Decimal("99.9"),
         ttft_p95_ms=800,
@@ -216,6 +227,54 @@ def _leases(offers: list[Offer], lab: Organization, robotics: Organization) -> N
     _lease(lab, pro6000, 4, start=now + timedelta(hours=1), hours=24)
 
 
+INDEX_LINKED_TERMS: dict[str, Any] = {
+    "spread_type": "percent",
+    "spread": "-5",
+    "floor_rate": "0.50",
+    "cap_rate": "1.00",
+    "reset_months": 1,
+    "fixing_day": "last",
+}
+
+
+def _marketplace_index() -> int:
+    """The nightly marketplace index for the days since its last fixing (at first, the last
+    week) up to yesterday; with the demo's few trades it falls back to the external index."""
+    yesterday = timezone.now().astimezone(UTC).date() - timedelta(days=1)
+    last = MarketplaceFixing.objects.order_by("-day").values_list("day", flat=True).first()
+    day = last + timedelta(days=1) if last else yesterday - timedelta(days=6)
+    written = 0
+    while day <= yesterday:
+        night = datetime.combine(day + timedelta(days=1), datetime.min.time(), UTC)
+        written += len(
+            marketplace_index_compute(day=day, now=night + timedelta(minutes=20)).created
+        )
+        day += timedelta(days=1)
+    return written
+
+
+def _index_linked_lease(offers: list[Offer], lab: Organization) -> None:
+    """An RTX 5090 offer with an index-linked option, and the demo customer's lease on it."""
+    rtx5090 = next((offer for offer in offers if offer.gpu_model.slug == "rtx-5090"), None)
+    name = f"{rtx5090.name}, index-linked" if rtx5090 else ""
+    if rtx5090 is None or Offer.objects.filter(name=name).exists():
+        return
+    linked = offer_create(
+        provider=rtx5090.provider,
+        site_id=rtx5090.site_id,
+        gpu_model="rtx-5090",
+        name=name,
+        price_per_gpu_hour=rtx5090.price_per_gpu_hour,
+        currency=rtx5090.currency,
+        available_from=rtx5090.available_from,
+        contract_template=[EXIT_TERMS, SLA_CREDITS],
+        index_linked_terms=INDEX_LINKED_TERMS,
+    )
+    now = timezone.now().replace(second=0, microsecond=0)
+    request = request_build(offer=linked, gpu_count=2, start=now, hours=24 * 90)
+    lease_create(customer=lab, request=request, price_basis="index_linked", actor=ACTOR)
+
+
 def seed(out: TextIO) -> None:
     """Offers, an SLA offering and leases in every state for the demo customers."""
     lab = Organization.objects.get(slug="demo-customer")
@@ -223,6 +282,8 @@ def seed(out: TextIO) -> None:
     offers = _offers()
     _sla_offering()
     _leases(offers, lab, robotics)
+    new_fixings = _marketplace_index()
+    _index_linked_lease(offers, lab)
     counts = {
         status: Lease.objects.filter(status=status).count()
         for status in ("active", "pending_acceptance", "ended", "cancelled")
@@ -230,4 +291,6 @@ def seed(out: TextIO) -> None:
     out.write(
         f"  marketplace:        {len(offers)} offers, "
         f"{SlaOffering.objects.count()} SLA offering(s), leases {counts}\n"
+        f"  marketplace index:  {MarketplaceFixing.objects.count()} fixings "
+        f"({new_fixings} new), an index-linked RTX 5090 lease\n"
     )

@@ -12,6 +12,7 @@ from simple_history.models import HistoricalRecords
 from accounts.models import Organization
 from contracts.models import Contract, ContractEvent, history_user
 from core.fields import amount_field, currency_field, currency_is_iso, rate_field
+from core.tags import tags_check, tags_field
 from inventory.models import Gpu, GpuModel, Node, Site
 from leasing.choices import (
     AllocationEnd,
@@ -52,6 +53,13 @@ class Offer(models.Model):
     contract_template = models.JSONField(
         default=list, blank=True, help_text="Clauses every lease of this offer gets."
     )
+    index_linked_terms = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Empty: fixed prices only. Else the index-linked option beside them: "
+        '{"spread_type": "percent", "spread": "5", "floor_rate": "1.8", "cap_rate": "3", '
+        '"reset_months": 1, "fixing_day": "last"} (the index_linked clause without kind and mode).',
+    )
     status = models.CharField(
         max_length=16, choices=OfferStatus.choices, default=OfferStatus.PUBLISHED
     )
@@ -86,6 +94,43 @@ class Offer(models.Model):
         return self.name
 
 
+def _token_tier_checks(prefix: str) -> list[models.CheckConstraint]:
+    """Cached and batch prices are not negative; a batch tier has both prices and a deadline."""
+    return [
+        models.CheckConstraint(
+            condition=(
+                Q(price_per_million_cached_input_tokens__isnull=True)
+                | Q(price_per_million_cached_input_tokens__gte=0)
+            )
+            & (
+                Q(batch_price_per_million_input_tokens__isnull=True)
+                | Q(batch_price_per_million_input_tokens__gte=0)
+            )
+            & (
+                Q(batch_price_per_million_output_tokens__isnull=True)
+                | Q(batch_price_per_million_output_tokens__gte=0)
+            ),
+            name=f"{prefix}_tier_prices_not_negative",
+        ),
+        models.CheckConstraint(
+            condition=Q(
+                batch_price_per_million_input_tokens__isnull=True,
+                batch_price_per_million_output_tokens__isnull=True,
+                batch_completion_hours__isnull=True,
+            )
+            | Q(
+                # isnull=False spelled out: a NULL hours would make `> 0` unknown, which a CHECK
+                # lets through.
+                batch_price_per_million_input_tokens__isnull=False,
+                batch_price_per_million_output_tokens__isnull=False,
+                batch_completion_hours__isnull=False,
+                batch_completion_hours__gt=0,
+            ),
+            name=f"{prefix}_batch_tier_complete",
+        ),
+    ]
+
+
 class SlaOffering(models.Model):
     """Inference sold by the token under latency and availability SLOs, backed by nodes."""
 
@@ -95,6 +140,18 @@ class SlaOffering(models.Model):
     served_model_name = models.CharField(max_length=120)
     price_per_million_input_tokens = rate_field()
     price_per_million_output_tokens = rate_field()
+    price_per_million_cached_input_tokens = rate_field(
+        null=True,
+        blank=True,
+        help_text="Input tokens served from the prompt cache; empty: billed as ordinary input.",
+    )
+    batch_price_per_million_input_tokens = rate_field(
+        null=True, blank=True, help_text="Batch tier; empty: no batch tier."
+    )
+    batch_price_per_million_output_tokens = rate_field(null=True, blank=True)
+    batch_completion_hours = models.PositiveIntegerField(
+        null=True, blank=True, help_text="A batch request is completed within this many hours."
+    )
     currency = currency_field()
     availability_slo_pct = models.DecimalField(max_digits=6, decimal_places=3)
     ttft_p95_ms = models.PositiveIntegerField()
@@ -118,6 +175,7 @@ class SlaOffering(models.Model):
                 & Q(price_per_million_output_tokens__gte=0),
                 name="sla_offering_prices_not_negative",
             ),
+            *_token_tier_checks("sla_offering"),
             models.CheckConstraint(
                 condition=Q(availability_slo_pct__gt=0) & Q(availability_slo_pct__lte=100),
                 name="sla_offering_availability_range",
@@ -138,11 +196,22 @@ class SlaSubscription(models.Model):
     contract = models.OneToOneField(
         Contract, on_delete=models.PROTECT, related_name="sla_subscription"
     )
+    # The offering's cached-input and batch prices, frozen when the contract subscribed (as the
+    # contract freezes its input and output rates): later changes to the offering bill nothing.
+    price_per_million_cached_input_tokens = rate_field(null=True, blank=True)
+    batch_price_per_million_input_tokens = rate_field(null=True, blank=True)
+    batch_price_per_million_output_tokens = rate_field(null=True, blank=True)
+    batch_completion_hours = models.PositiveIntegerField(null=True, blank=True)
+    tags = tags_field()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
         verbose_name = "SLA subscription"
+        constraints = [
+            *_token_tier_checks("sla_subscription"),
+            tags_check("tags", "sla_subscription_tags_valid"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.contract.number} → {self.offering.served_model_name}"
@@ -230,6 +299,7 @@ class Hold(models.Model):
     term_months = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=HoldStatus.choices, default=HoldStatus.ACTIVE)
     expires_at = models.DateTimeField()
+    tags = tags_field()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -242,6 +312,7 @@ class Hold(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(end__gt=F("start")), name="hold_window_order"),
             models.CheckConstraint(condition=Q(gpu_count__gt=0), name="hold_count_positive"),
+            tags_check("tags", "hold_tags_valid"),
         ]
 
     def __str__(self) -> str:
@@ -297,6 +368,7 @@ class Lease(models.Model):
         default=Workload.UNSPECIFIED,
         help_text="What the customer said the lease runs, when it was created.",
     )
+    tags = tags_field()
     ended_at = models.DateTimeField(null=True, blank=True)
     gpus_ready_at = models.DateTimeField(
         null=True,
@@ -319,6 +391,7 @@ class Lease(models.Model):
             models.CheckConstraint(
                 condition=Q(price_per_gpu_hour__gte=0), name="lease_price_not_negative"
             ),
+            tags_check("tags", "lease_tags_valid"),
         ]
 
     def __str__(self) -> str:

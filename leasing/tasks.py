@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, timedelta
+
 from celery import shared_task
 from django.utils import timezone
+from django.utils.dateparse import parse_date
 
 from leasing.services.acceptance import acceptance_claims_resolve
 from leasing.services.allocation import expired_holds_release
 from leasing.services.changes import leases_end_due, preemptions_execute
+from leasing.services.market_index import marketplace_index_compute
 
 
 @shared_task(name="leasing.expire_holds")
@@ -32,3 +36,13 @@ def resolve_acceptance_claims() -> int:
 def execute_preemptions() -> int:
     """End or shrink the interruptible leases whose preemption cut has passed."""
     return preemptions_execute(now=timezone.now())
+
+
+@shared_task(name="leasing.fix_marketplace_index")  # queue: CELERY_TASK_ROUTES (default)
+def fix_marketplace_index(day: str | None = None) -> int:
+    """Beat, 00:20 UTC (after the external index): fix the marketplace index of the day that
+    ended (or `day`). A day fixed already writes nothing again; returns how many were written."""
+    target = parse_date(day) if day else None
+    if target is None:
+        target = timezone.now().astimezone(UTC).date() - timedelta(days=1)
+    return len(marketplace_index_compute(day=target).created)

@@ -31,15 +31,19 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import api_key_create
 from billing.models import (
+    Budget,
     GrantKind,
     Invoice,
     InvoiceStatus,
     LeaseDeposit,
     LedgerAccount,
     ProviderStatement,
+    UsageAlert,
+    UsageAlertRule,
     UsageEvent,
     UsageRollup,
 )
+from billing.services.budgets import budget_create
 from billing.services.documents import credit_note_issue
 from billing.services.funds_policy import funds_policy_set
 from billing.services.grants import credit_grant_create
@@ -47,6 +51,7 @@ from billing.services.ingest import usage_batch_ingest
 from billing.services.payout_runs import statement_generate
 from billing.services.rollups import usage_rollups_refresh_batch
 from billing.services.top_ups import top_up_record
+from billing.services.usage_alerts import usage_alert_rule_create, usage_alert_rule_evaluate
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from contracts.services import acceptance_run_record, contract_activate
 from core.events import emit
@@ -54,12 +59,14 @@ from economics.models import AssetMonth, AssetPayback, CapacitySignal, FxRate
 from economics.services.assets import asset_economics_refresh
 from economics.services.signals import capacity_signals_evaluate
 from inventory.choices import OutageKind
-from inventory.models import Gpu, LlmModel, Node, Outage, Site
+from inventory.indexing.marketplace import Trade
+from inventory.models import Gpu, GpuModel, LlmModel, Node, Outage, Site
 from inventory.schemas import IndexSourceInput, MarketPriceObservation, OutageInput
 from inventory.services import (
     index_fixings_compute,
     index_source_register,
     market_prices_record,
+    marketplace_fixings_record,
     outage_create,
 )
 from leasing.models import (
@@ -478,6 +485,25 @@ def _contract(world: World, _: str) -> Built:
     )
 
 
+def _index_linked_contract(world: World, _: str) -> Built:
+    """A's contract under an index_linked clause, with the fixing of 2025-12-31 behind it."""
+
+    def make() -> Contract:
+        _marketplace_fixing_of(date(2025, 12, 31))
+        return h200_contract(
+            world.provider,
+            world.customer,
+            clauses=[{"kind": "index_linked", "spread_type": "percent", "spread": "5"}],
+        )
+
+    contract = world.once("index_linked_contract", make)
+    return Built(
+        contract,
+        kwargs={"contract_pk": contract.pk},
+        watch=[ContractEvent.objects.filter(contract=contract)],
+    )
+
+
 def _acceptance_claim(world: World, _: str) -> Built:
     """A provider's claim on a contract pending acceptance between A's provider and customer."""
 
@@ -640,11 +666,72 @@ def _usage(world: World, _: str) -> Built:
     )
 
 
+def _budget(world: World, _: str) -> Built:
+    """The customer's budget over its card-hour contract."""
+    contract = world.contract()
+    budget = world.once(
+        "budget",
+        lambda: budget_create(
+            organization=world.customer,
+            name="Tenant budget",
+            amount=Decimal(1000),
+            currency=contract.currency,
+            action="block",
+            contract=contract,
+        ),
+    )
+    return Built(
+        budget,
+        kwargs={"pk": budget.pk},
+        refs={"contract": contract.pk},
+        watch=[Budget.objects.filter(organization=world.customer)],
+    )
+
+
+def _usage_alert_rule(world: World, kind: str) -> Built:
+    """A rule of the party's over the token contract: TTFT p95 over 100 ms (the usage's 120)."""
+    contract = _usage(world, kind).refs["contract"]
+    rule = world.once(
+        f"usage_alert_rule_{kind}",
+        lambda: usage_alert_rule_create(
+            organization=world.owner[kind],
+            kind="ttft_p95_over_slo",
+            threshold=Decimal(100),
+            contract=world.token_contract(),
+        ),
+    )
+    return Built(
+        rule,
+        kwargs={"pk": rule.pk},
+        refs={"contract": contract},
+        watch=[UsageAlertRule.objects.filter(organization=world.owner[kind])],
+    )
+
+
+def _usage_alert(world: World, kind: str) -> Built:
+    """The alert the party's rule fired on the rolled-up hour."""
+    rule = _usage_alert_rule(world, kind).obj
+
+    def make() -> UsageAlert:
+        [alert] = usage_alert_rule_evaluate(
+            rule=rule, contract=world.token_contract(), now=timezone.now()
+        )
+        return alert
+
+    alert = world.once(f"usage_alert_{kind}", make)
+    return Built(alert, kwargs={"pk": alert.pk})
+
+
 def _invoice(world: World, _: str) -> Built:
     invoice = world.invoice()
     # The preview names a contract with a running period: the parties' contract in force (the
     # invoice's own lease ended in 2026).
     return Built(invoice, kwargs={"pk": invoice.pk}, refs={"contract": world.contract().pk})
+
+
+def _invoice_report(world: World, _: str) -> Built:
+    invoice = world.invoice()
+    return Built(invoice, refs={"invoice": invoice.pk})
 
 
 def _credit_note(world: World, _: str) -> Built:
@@ -907,6 +994,20 @@ def _index_fixing(world: World) -> Built:
     return Built(fixing, kwargs={"pk": fixing.pk})
 
 
+def _marketplace_fixing_of(day: date) -> None:
+    """The H200 marketplace fixing of `day` from five trades at 2.00 USD."""
+    model = GpuModel.objects.get(slug="h200-sxm")
+    trade = [Trade(lease_id=n, rate=Decimal(2), gpu_hours=Decimal(8)) for n in range(1, 6)]
+    marketplace_fixings_record(day=day, trades={(model.pk, "on_demand", "USD"): trade})
+
+
+def _marketplace_fixing(world: World) -> Built:
+    """Yesterday's marketplace fixing of H200, falling back to the external fixing."""
+    external = _index_fixing(world).obj
+    fixing = marketplace_fixings_record(day=external.day, trades={}).created[0]
+    return Built(fixing, kwargs={"pk": fixing.pk})
+
+
 def _day(days: int = 0) -> str:
     return (timezone.now().astimezone(UTC) + timedelta(days=days)).date().isoformat()
 
@@ -973,6 +1074,11 @@ TENANT_RESOURCES: dict[str, Resource] = {
                 {"node": b.refs["node"], "start": _day(-1), "kind": "unplanned"},
             ],
         },
+    ),
+    "contract-index-backtest": Resource(
+        owners=(PROVIDER, CUSTOMER),
+        build=_index_linked_contract,
+        queries={"list": lambda b: [{"from": "2026-01-01", "to": "2026-02-01"}]},
     ),
     "contract": Resource(
         owners=(PROVIDER, CUSTOMER),
@@ -1113,6 +1219,12 @@ TENANT_RESOURCES: dict[str, Resource] = {
         queries={"preview": lambda b: [{"contract": b.refs["contract"]}]},
     ),
     "credit-note": Resource(owners=(PROVIDER, CUSTOMER), build=_credit_note),
+    # Cost reports read the invoices the caller issued or received; `invoice` names one.
+    "cost-report": Resource(
+        owners=(PROVIDER, CUSTOMER),
+        build=_invoice_report,
+        queries={"get": lambda b: [{"invoice": b.refs["invoice"], "group_by": "contract"}]},
+    ),
     # The ledger: each party reads the entries and balances of its own accounts only.
     "balance": Resource(owners=(PROVIDER, CUSTOMER), build=_balance),
     "ledger-entry": Resource(owners=(PROVIDER, CUSTOMER), build=_ledger_entry),
@@ -1172,11 +1284,43 @@ TENANT_RESOURCES: dict[str, Resource] = {
         no_reference={"create": "a new endpoint always belongs to the caller's organization"},
     ),
     "webhook-delivery": Resource(owners=(CUSTOMER, PROVIDER), build=_webhook_delivery),
+    # Budgets and usage alert rules are their organization's own; a body naming A's contract
+    # gets B what a missing contract gets (404 contract_not_found).
+    "budget": Resource(
+        owners=(CUSTOMER,),
+        build=_budget,
+        bodies={"partial_update": lambda b: {"amount": "1", "action": "alert"}},
+        references={
+            "create": lambda b: [
+                {
+                    "name": "Intruder",
+                    "amount": "5",
+                    "currency": "USD",  # the contract's
+                    "action": "alert",
+                    "contract": b.refs["contract"],
+                }
+            ]
+        },
+    ),
+    "usage-alert-rule": Resource(
+        owners=(CUSTOMER, PROVIDER),
+        build=_usage_alert_rule,
+        bodies={"partial_update": lambda b: {"hours": 3, "active": False}},
+        references={
+            "create": lambda b: [
+                {"kind": "error_rate_over", "threshold": "5", "contract": b.refs["contract"]}
+            ]
+        },
+    ),
+    "usage-alert": Resource(owners=(CUSTOMER, PROVIDER), build=_usage_alert),
 }
 
 PUBLIC_ROUTES: dict[str, Public] = {
     # The caller's own organization, found from its key: there is no id to ask for another's.
     "organization-me": Public("answers only the caller's own organization; no URL id"),
+    "organization-billing-profile": Public(
+        "answers and changes only the caller's own organization's profile; no URL id"
+    ),
     # The GPU catalog: specs of hardware models, shared reference data nobody owns.
     "gpu-model": Public("the GPU catalog is reference data every caller reads", build=_gpu_model),
     # The model catalogue: architectures of open models, reference data; operators write it.
@@ -1204,6 +1348,11 @@ PUBLIC_ROUTES: dict[str, Public] = {
     "index-fixing": Public(
         "fixings are the public market index; read-only, written by the nightly job",
         build=_index_fixing,
+    ),
+    # The marketplace index: computed nightly from executed leases, read by everyone.
+    "marketplace-fixing": Public(
+        "the marketplace index is public; read-only, written by the nightly job",
+        build=_marketplace_fixing,
     ),
     # Capacity search: published offers with free GPUs, a computed page, no stored rows.
     "capacity": Public(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from accounts.choices import KeyScope
-from accounts.models import ApiKey, Organization
+from accounts.models import ApiKey, BillingProfile, Organization, country_name
 
 
 class ProviderRefSerializer(serializers.Serializer[Organization]):
@@ -78,3 +78,45 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
     class Meta(ApiKeySerializer.Meta):
         fields = [*ApiKeySerializer.Meta.fields, "key"]
         read_only_fields = fields
+
+
+class BillingProfileSerializer(serializers.ModelSerializer[BillingProfile]):
+    """Who the organization is on invoices; the service checks the values (not this shape)."""
+
+    country_name = serializers.SerializerMethodField()
+    address_lines = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = BillingProfile
+        fields = [
+            "legal_name",
+            "address_line1",
+            "address_line2",
+            "postal_code",
+            "city",
+            "region",
+            "country",
+            "country_name",
+            "tax_id",
+            "billing_email",
+            "address_lines",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_country_name(self, profile: BillingProfile) -> str:
+        return country_name(profile.country)
+
+
+class BillingProfileUpdateSerializer(serializers.Serializer[object]):
+    """The fields to set (PATCH: some, PUT: all); blank clears an optional one."""
+
+    legal_name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    address_line1 = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    address_line2 = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    postal_code = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    city = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    region = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    country = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    tax_id = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    billing_email = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)

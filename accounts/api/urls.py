@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from accounts.api.views import ApiKeyViewSet, MeView
+from accounts.api.views import ApiKeyViewSet, BillingProfileView, MeView
 from core.api.routers import Router
 
 router = Router()
@@ -10,5 +10,10 @@ router.register("api-keys", ApiKeyViewSet, basename="api-key")
 
 urlpatterns = [
     path("organizations/me/", MeView.as_view(), name="organization-me"),
+    path(
+        "organizations/me/billing-profile/",
+        BillingProfileView.as_view(),
+        name="organization-billing-profile",
+    ),
     *router.urls,
 ]

@@ -16,13 +16,17 @@ from accounts.api.serializers import (
     ApiKeyCreatedSerializer,
     ApiKeyCreateSerializer,
     ApiKeySerializer,
+    BillingProfileSerializer,
+    BillingProfileUpdateSerializer,
     MeSerializer,
 )
+from accounts.choices import Role
 from accounts.errors import Forbidden
-from accounts.models import ApiKey
+from accounts.models import ApiKey, BillingProfile, Membership
 from accounts.permissions import request_caller
-from accounts.services import api_key_create, api_key_revoke
+from accounts.services import api_key_create, api_key_revoke, billing_profile_update
 from core.api.params import StrictQueryParamsMixin
+from core.errors import NotFound
 
 
 class MeView(StrictQueryParamsMixin, APIView):
@@ -38,6 +42,65 @@ class MeView(StrictQueryParamsMixin, APIView):
             "api_key_prefix": caller.api_key.prefix if caller.api_key else None,
         }
         return Response(MeSerializer(data).data)
+
+
+class BillingProfileView(StrictQueryParamsMixin, APIView):
+    """GET/PUT/PATCH /api/v1/organizations/me/billing-profile/ — who the caller's organization is
+    on invoices and credit notes (legal name, address, tax id, billing e-mail).
+
+    Reading needs any key of the organization; changing it a write key or, for a person, the
+    organization's admin role. Documents issued afterwards print the new values.
+    """
+
+    def _organization(self, request: Request) -> Any:
+        caller = request_caller(request)
+        if caller.organization is None:
+            raise Forbidden(
+                "Act for an organization (X-Organization) to see its billing profile.",
+                code="no_organization",
+            )
+        return caller.organization
+
+    @extend_schema(responses=BillingProfileSerializer)
+    def get(self, request: Request) -> Response:
+        profile = BillingProfile.objects.filter(organization=self._organization(request)).first()
+        if profile is None:
+            raise NotFound(
+                "This organization has no billing profile yet; PUT one.",
+                code="billing_profile_missing",
+            )
+        return Response(BillingProfileSerializer(profile).data)
+
+    def _write(self, request: Request, *, partial: bool) -> Response:
+        organization = self._organization(request)
+        caller = request_caller(request)
+        if caller.api_key is None and not caller.is_operator:
+            # A person changes who the organization is on invoices only as one of its admins.
+            memberships = Membership.objects.filter(organization=organization, role=Role.ADMIN)
+            is_admin = memberships.filter(user__pk=int(request.user.pk or 0)).exists()
+            if not is_admin:
+                raise Forbidden(
+                    "Only the organization's admins change its billing profile.",
+                    code="admin_only",
+                )
+        serializer = BillingProfileUpdateSerializer(data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        unknown = (
+            sorted(set(request.data) - set(serializer.fields))
+            if isinstance(request.data, dict)
+            else []
+        )
+        changes = {**{field: "" for field in unknown}, **serializer.validated_data}
+        profile = billing_profile_update(organization=organization, changes=changes)
+        return Response(BillingProfileSerializer(profile).data)
+
+    @extend_schema(request=BillingProfileUpdateSerializer, responses=BillingProfileSerializer)
+    def put(self, request: Request) -> Response:
+        return self._write(request, partial=False)
+
+    @extend_schema(request=BillingProfileUpdateSerializer, responses=BillingProfileSerializer)
+    def patch(self, request: Request) -> Response:
+        return self._write(request, partial=True)
 
 
 class ApiKeyViewSet(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing.models import (
@@ -22,14 +23,17 @@ from billing.models import (
     LedgerAccount,
     LedgerEntry,
     LineKind,
+    UsageMode,
     UsageRollup,
     UsageStatus,
 )
+from billing.parties import document_party
 from billing.rating import LineDraft
 from billing.services.ingest import MAX_EVENTS_PER_BATCH
 from contracts.api.serializers import EventRefSerializer
 from core.api.fields import MinorUnitMixin, MoneyField
 from core.money import round_money
+from core.tags import TAGS_HELP
 
 # ---------------------------------------------------------------- invoices
 
@@ -61,6 +65,19 @@ class InvoiceLineSerializer(MinorUnitMixin, serializers.ModelSerializer[InvoiceL
         read_only_fields = fields
 
 
+class PartySerializer(serializers.Serializer[Any]):
+    """One party of a document as it prints: legal name and the lines under it."""
+
+    name = serializers.CharField(read_only=True, help_text="Legal name (billing profile).")
+    country = serializers.CharField(read_only=True)
+    tax_id = serializers.CharField(read_only=True)
+    lines = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Address, tax id and billing e-mail, as printed under the name.",
+    )
+
+
 class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
     """An invoice with its totals and lines; money is a string decimal next to `currency`."""
 
@@ -69,6 +86,8 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
     contract_number = serializers.CharField(source="contract.number", read_only=True)
     issuer_slug = serializers.CharField(source="issuer.slug", read_only=True)
     customer_slug = serializers.CharField(source="customer.slug", read_only=True)
+    lessor = serializers.SerializerMethodField(help_text="The issuer as the document shows it.")
+    lessee = serializers.SerializerMethodField(help_text="The customer as the document shows it.")
     lines = InvoiceLineSerializer(many=True, read_only=True)
     drawn_from_balance = serializers.SerializerMethodField(
         help_text="What the prepaid balance paid (the `balance_draw` lines), as a positive amount."
@@ -87,6 +106,8 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
             "issuer_slug",
             "customer",
             "customer_slug",
+            "lessor",
+            "lessee",
             "period_start",
             "period_end",
             "currency",
@@ -107,6 +128,14 @@ class InvoiceSerializer(MinorUnitMixin, serializers.ModelSerializer[Invoice]):
             "lines",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(PartySerializer)
+    def get_lessor(self, invoice: Invoice) -> dict[str, Any]:
+        return PartySerializer(document_party(invoice.issuer)).data
+
+    @extend_schema_field(PartySerializer)
+    def get_lessee(self, invoice: Invoice) -> dict[str, Any]:
+        return PartySerializer(document_party(invoice.customer)).data
 
     def get_drawn_from_balance(self, invoice: Invoice) -> str:
         """From the prefetched lines: no query per invoice."""
@@ -211,6 +240,16 @@ class UsageEventInSerializer(serializers.Serializer[Any]):
     ttft_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
     e2e_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
     tpot_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
+    mode = serializers.ChoiceField(
+        choices=UsageMode.choices,
+        required=False,
+        help_text="online (the default) or batch (only on contracts whose offering has a batch"
+        " tier; no latency fields needed).",
+    )
+    cached_input_tokens = serializers.IntegerField(
+        min_value=0, required=False, help_text="Of input_tokens, those served from the cache."
+    )
+    tags = serializers.DictField(child=serializers.CharField(), required=False, help_text=TAGS_HELP)
 
 
 class UsageBatchInSerializer(serializers.Serializer[Any]):
@@ -254,6 +293,16 @@ class UsageRollupSerializer(serializers.ModelSerializer[UsageRollup]):
     """One contract's usage in one UTC hour."""
 
     contract_number = serializers.CharField(source="contract.number", read_only=True)
+    cache_hit_rate_pct = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Cached of successful input tokens, in percent (null: no input tokens).",
+    )
+    batch_share_pct = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Batch-mode of successful requests, in percent (null: no success).",
+    )
 
     class Meta:
         model = UsageRollup
@@ -269,6 +318,12 @@ class UsageRollupSerializer(serializers.ModelSerializer[UsageRollup]):
             "requests_rejected",
             "input_tokens_success",
             "output_tokens_success",
+            "cached_input_tokens_success",
+            "batch_requests_success",
+            "batch_input_tokens_success",
+            "batch_output_tokens_success",
+            "cache_hit_rate_pct",
+            "batch_share_pct",
             "ttft_p50_ms",
             "ttft_p95_ms",
             "ttft_p99_ms",

@@ -2,6 +2,8 @@
 
 from django.urls import path
 
+from billing.api.budgets.views import BudgetViewSet, UsageAlertRuleViewSet, UsageAlertViewSet
+from billing.api.cost_reports import CostReportView
 from billing.api.deposits import LeaseDepositViewSet
 from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
@@ -28,6 +30,9 @@ router.register("invoices", InvoiceViewSet, basename="invoice")
 router.register("credit-notes", CreditNoteViewSet, basename="credit-note")
 router.register("balances", BalanceViewSet, basename="balance")
 router.register("ledger-entries", LedgerEntryViewSet, basename="ledger-entry")
+router.register("budgets", BudgetViewSet, basename="budget")
+router.register("usage-alert-rules", UsageAlertRuleViewSet, basename="usage-alert-rule")
+router.register("usage-alerts", UsageAlertViewSet, basename="usage-alert")
 router.register("payout-statements", ProviderStatementViewSet, basename="payout-statement")
 router.register("credit-grants", CreditGrantViewSet, basename="credit-grant")
 router.register("top-ups", TopUpViewSet, basename="top-up")
@@ -37,6 +42,7 @@ router.register("deposits", LeaseDepositViewSet, basename="deposit")
 
 urlpatterns = [
     *router.urls,
+    path("cost-reports/", CostReportView.as_view(), name="cost-report"),
     # Stripe calls this route: signed deliveries, not the key-authenticated API.
     path("stripe/webhook", StripeWebhookView.as_view(), name="stripe-webhook"),
 ]

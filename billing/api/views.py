@@ -63,8 +63,11 @@ from billing.models import (
     LedgerEntry,
     UsageRollup,
 )
+from billing.parties import PARTY_RELATED
 from billing.rating import RatedInvoice
+from billing.rendering import CostCentres, invoice_pdf
 from billing.selectors import open_period
+from billing.selectors.attribution import grouping_parse, invoice_cost_groups
 from billing.services.delivery import invoice_pdf_store
 from billing.services.ingest import MAX_EVENTS_PER_BATCH, usage_batch_ingest
 from billing.services.invoices import invoice_preview
@@ -123,7 +126,9 @@ class InvoiceViewSet(
 ):
     """Invoices the caller issued or received."""
 
-    queryset = Invoice.objects.select_related("contract", "issuer", "customer").prefetch_related(
+    queryset = Invoice.objects.select_related(
+        "contract", "issuer", "customer", *PARTY_RELATED
+    ).prefetch_related(
         Prefetch(
             "lines",
             queryset=InvoiceLine.objects.order_by("position").prefetch_related("events"),
@@ -135,7 +140,7 @@ class InvoiceViewSet(
     filterset_class = InvoiceFilter
     ordering_fields = ["period_start", "id", "total", "created_at"]
     ordering = ["-period_start", "-id"]
-    query_params = {"preview": ("contract",)}
+    query_params = {"preview": ("contract",), "pdf": ("group_by",)}
 
     def get_queryset(self) -> QuerySet[Invoice]:
         queryset = super().get_queryset()
@@ -146,14 +151,33 @@ class InvoiceViewSet(
         return queryset.exclude(Q(status=InvoiceStatus.DRAFT) & ~Q(issuer=caller.organization))
 
     @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "group_by",
+                str,
+                description="tag:<key>, contract, model or mode: add a cost-centre table (the"
+                " invoice rendered now, not the stored file).",
+            )
+        ],
         responses={(200, "application/pdf"): OpenApiTypes.BINARY, 409: OpenApiResponse()},
     )
     @action(detail=True, methods=["get"], url_path="pdf")
     def pdf(self, request: Request, pk: str | None = None) -> HttpResponse:
-        """The invoice as a PDF (the stored file, rendered once at delivery)."""
+        """The invoice as a PDF (the stored file, rendered once at delivery); with ?group_by,
+        rendered now with its amounts by cost centre."""
         invoice = self.get_object()
         if invoice.status == InvoiceStatus.DRAFT:
             raise Conflict("A draft has no PDF yet.", code="invoice_not_issued")
+        if "group_by" in request.query_params:
+            grouping = grouping_parse(request.query_params.get("group_by"))
+            centres = CostCentres(
+                title=f"Cost centres by {grouping.key or grouping.kind}",
+                groups=invoice_cost_groups(invoice, grouping),
+            )
+            label = str(grouping).replace(":", "-")
+            return _pdf_response(
+                invoice_pdf(invoice, cost_centres=centres), f"{invoice.number}-{label}.pdf"
+            )
         invoice = invoice_pdf_store(invoice=invoice)
         with invoice.pdf.open("rb") as handle:
             return _pdf_response(handle.read(), f"{invoice.number}.pdf")

@@ -27,7 +27,8 @@ collected (`payouts`). Seeding again changes nothing.
 Modules: `timing` (the months, the job delays, names and figures), `quarter` (the steps),
 `payouts` (commission, payments and the payout run), `funds` (the prepaid balance: promotional
 card-hour credit drawn down by the second month's bill, a bank-transfer top-up at seeding time,
-and a funds policy whose burn-down says when the balance runs out); this module seeds and reports.
+and a funds policy whose burn-down says when the balance runs out), `budgets` (a monthly budget
+and a usage alert rule evaluated over the quarter); this module seeds and reports.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.demo import budgets
 from billing.demo.funds import fund
 from billing.demo.payouts import commission_set, pay_and_pay_out
 from billing.demo.quarter import Quarter
@@ -106,6 +108,7 @@ def seed(out: TextIO) -> None:
     _summary(quarter, out)
     assert quarter.block is not None  # booked in the quarter's first step
     fund(quarter.customer, quarter.block.contract, out)
+    budgets.seed(quarter.customer, months=quarter.months, tokens=quarter.tokens, out=out)
     _deliver_later(
         list(
             Invoice.objects.filter(

@@ -54,6 +54,13 @@ from leasing.services.changes import lease_exit, leases_end_due
 from leasing.services.leases import lease_create, request_build
 from leasing.services.offers import offer_create, sla_subscription_create
 
+# Who the demo customer's spending belongs to (cost reports group by these tags).
+TEAM_TAGS: dict[str, dict[str, str]] = {
+    "block": {"team": "research", "project": "pretrain"},
+    "exiting": {"team": "search", "project": "rerank"},
+    "tokens": {"team": "search", "project": "assistant"},
+}
+
 
 @dataclass
 class UsageTally:
@@ -170,7 +177,15 @@ class Quarter:
         )
         self._reference_quotes(at)
 
-    def _lease(self, *, count: int, start: datetime, term_months: int, at: datetime) -> Lease:
+    def _lease(
+        self,
+        *,
+        count: int,
+        start: datetime,
+        term_months: int,
+        at: datetime,
+        tags: dict[str, str],
+    ) -> Lease:
         assert self.offer is not None
         request = request_build(
             offer=self.offer,
@@ -180,13 +195,17 @@ class Quarter:
             term_months=term_months,
             now=at,
         )
-        return lease_create(customer=self.customer, request=request, actor=ACTOR, now=at)
+        return lease_create(customer=self.customer, request=request, tags=tags, actor=ACTOR, now=at)
 
     def book_block(self, at: datetime, *, start: datetime) -> None:
-        self.block = self._lease(count=8, start=start, term_months=12, at=at)
+        self.block = self._lease(
+            count=8, start=start, term_months=12, at=at, tags=TEAM_TAGS["block"]
+        )
 
     def book_exiting(self, at: datetime, *, start: datetime) -> None:
-        self.exiting = self._lease(count=4, start=start, term_months=6, at=at)
+        self.exiting = self._lease(
+            count=4, start=start, term_months=6, at=at, tags=TEAM_TAGS["exiting"]
+        )
 
     def accept(self, which: Literal["block", "exiting"], measured: Decimal, at: datetime) -> None:
         """A throughput acceptance run (the clause asks 2,500 output tokens/s on Llama 70B)."""
@@ -304,7 +323,7 @@ class Quarter:
             at=at,
         )
         self.tokens = contract_activate(contract=contract, actor=ACTOR, at=start)
-        sla_subscription_create(offering=offering, contract=self.tokens)
+        sla_subscription_create(offering=offering, contract=self.tokens, tags=TEAM_TAGS["tokens"])
 
     def _event(
         self, event_id: str, occurred_at: datetime, rng: random.Random, status: str = "success"
@@ -316,17 +335,31 @@ class Quarter:
         ttft = round(rng.uniform(140, 620) + input_tokens / 400, 1)
         tpot = round(rng.uniform(18, 42), 1)
         served = status == "success"
-        return {
+        # Without touching the random sequence (the rest of the demo stays as it was): every
+        # sixth request is a nightly batch job of the ads team, most online requests reuse a
+        # cached system prompt, and every fourth online one is the ads team's.
+        tail = event_id.rsplit("-", 1)[-1]
+        number = int(tail) if tail.isdigit() else 0
+        batch = number % 6 == 5
+        online = served and not batch
+        event: dict[str, Any] = {
             "event_id": event_id,
             "contract": self.tokens.pk,
             "occurred_at": occurred_at.isoformat(),
             "input_tokens": input_tokens,
+            "cached_input_tokens": input_tokens * (number % 4) // 5 if served else 0,
             "output_tokens": output_tokens if served else 0,
             "status": status,
-            "ttft_ms": ttft if served else None,
-            "e2e_ms": round(ttft + output_tokens * tpot, 1) if served else None,
-            "tpot_ms": tpot if served else None,
+            "mode": "batch" if batch else "online",
+            "ttft_ms": ttft if online else None,
+            "e2e_ms": round(ttft + output_tokens * tpot, 1) if online else None,
+            "tpot_ms": tpot if online else None,
         }
+        if batch:
+            event["tags"] = {"team": "ads", "project": "nightly-eval"}
+        elif number % 4 == 0:
+            event["tags"] = {"team": "ads"}
+        return event
 
     def _day_events(self, day: datetime, month: int) -> list[dict[str, Any]]:
         assert self.tokens is not None

@@ -1,5 +1,15 @@
 """Billing models, one module per area; import them from here."""
 
+from billing.models.budgets import (
+    ACTION_PCT,
+    Budget,
+    BudgetAction,
+    BudgetCrossing,
+    BudgetMonth,
+    UsageAlert,
+    UsageAlertKind,
+    UsageAlertRule,
+)
 from billing.models.deposits import DepositStatus, LeaseDeposit, deposit_subledger
 from billing.models.funds import (
     PAID_PRIORITY,
@@ -59,12 +69,14 @@ from billing.models.payouts import (
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
+    UsageMode,
     UsageRollup,
     UsageRollupRun,
     UsageStatus,
 )
 
 __all__ = [
+    "ACTION_PCT",
     "DEBIT_NORMAL_KINDS",
     "INVOICE_LIFECYCLE",
     "INVOICE_TRANSITIONS",
@@ -78,6 +90,10 @@ __all__ = [
     "BillingRun",
     "BillingRunKind",
     "BillingRunOutcome",
+    "Budget",
+    "BudgetAction",
+    "BudgetCrossing",
+    "BudgetMonth",
     "CommissionCharge",
     "CommissionRate",
     "CreditGrant",
@@ -113,8 +129,12 @@ __all__ = [
     "TopUpMethod",
     "TopUpStatus",
     "TransactionKind",
+    "UsageAlert",
+    "UsageAlertKind",
+    "UsageAlertRule",
     "UsageBatch",
     "UsageEvent",
+    "UsageMode",
     "UsageRollup",
     "UsageRollupRun",
     "UsageStatus",

@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from accounts.models import Organization
 from contracts.models import Contract
+from core.tags import tags_check, tags_field
 
 
 class UsageStatus(models.TextChoices):
@@ -21,6 +22,14 @@ class UsageStatus(models.TextChoices):
     TIMEOUT = "timeout", "Timeout"
     ERROR = "error", "Error"
     REJECTED = "rejected", "Rejected"
+
+
+class UsageMode(models.TextChoices):
+    """How a request was served: online (interactive, under the latency SLOs) or batch (queued,
+    completed within the offering's batch deadline, priced at its batch tier)."""
+
+    ONLINE = "online", "Online"
+    BATCH = "batch", "Batch"
 
 
 class UsageBatch(models.Model):
@@ -78,6 +87,14 @@ class UsageEvent(models.Model):
     occurred_at = models.DateTimeField()
     input_tokens = models.BigIntegerField()
     output_tokens = models.BigIntegerField()
+    cached_input_tokens = models.BigIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Of input_tokens, those served from the prompt cache.",
+    )
+    mode = models.CharField(
+        max_length=8, choices=UsageMode.choices, default=UsageMode.ONLINE, db_default="online"
+    )
     status = models.CharField(max_length=16, choices=UsageStatus.choices)
     ttft_ms = models.FloatField(null=True, blank=True, help_text="Time to first token.")
     e2e_ms = models.FloatField(null=True, blank=True, help_text="End-to-end latency.")
@@ -97,6 +114,7 @@ class UsageEvent(models.Model):
             " window); billed as a late adjustment on the next invoice."
         ),
     )
+    tags = tags_field(db_default={})
 
     class Meta:
         ordering = ["occurred_at", "id"]
@@ -111,8 +129,17 @@ class UsageEvent(models.Model):
                 name="usage_event_tokens_not_negative",
             ),
             models.CheckConstraint(
+                condition=Q(cached_input_tokens__gte=0)
+                & Q(cached_input_tokens__lte=models.F("input_tokens")),
+                name="usage_event_cached_within_input",
+            ),
+            models.CheckConstraint(
                 condition=Q(status__in=UsageStatus.values), name="usage_event_status_known"
             ),
+            models.CheckConstraint(
+                condition=Q(mode__in=UsageMode.values), name="usage_event_mode_known"
+            ),
+            tags_check("tags", "usage_event_tags_valid"),
             models.CheckConstraint(
                 condition=(Q(ttft_ms__isnull=True) | Q(ttft_ms__gte=0))
                 & (Q(e2e_ms__isnull=True) | Q(e2e_ms__gte=0))
@@ -128,11 +155,13 @@ class UsageEvent(models.Model):
 class UsageRollup(models.Model):
     """One contract's usage in one UTC hour [hour, hour + 1 h), recomputed from its events.
 
-    Token sums count successful requests only (only those are billed). Latency percentiles
-    (continuous, as PostgreSQL's percentile_cont) are over successful requests that reported the
-    value. availability_pct = 100 x success / (total - rejected): timeouts and errors are the
-    provider's failures, rejected requests were refused because of the caller and are left out;
-    it is NULL when the hour has no request other than rejected ones.
+    Token sums count successful requests only (only those are billed); the batch_ columns are
+    the batch-mode part of them. Latency percentiles (continuous, as PostgreSQL's
+    percentile_cont) are over successful online requests that reported the value (batch requests
+    have a completion deadline, not latency SLOs). availability_pct = 100 x success /
+    (total - rejected): timeouts and errors are the provider's failures, rejected requests were
+    refused because of the caller and are left out; it is NULL when the hour has no request
+    other than rejected ones.
     """
 
     contract = models.ForeignKey(Contract, on_delete=models.CASCADE, related_name="usage_rollups")
@@ -144,6 +173,14 @@ class UsageRollup(models.Model):
     requests_rejected = models.PositiveIntegerField()
     input_tokens_success = models.BigIntegerField()
     output_tokens_success = models.BigIntegerField()
+    cached_input_tokens_success = models.BigIntegerField(
+        default=0, help_text="Of input_tokens_success, those served from the prompt cache."
+    )
+    batch_requests_success = models.PositiveIntegerField(
+        default=0, help_text="Of requests_success, those served in batch mode."
+    )
+    batch_input_tokens_success = models.BigIntegerField(default=0)
+    batch_output_tokens_success = models.BigIntegerField(default=0)
     ttft_p50_ms = models.FloatField(null=True, blank=True)
     ttft_p95_ms = models.FloatField(null=True, blank=True)
     ttft_p99_ms = models.FloatField(null=True, blank=True)
@@ -178,6 +215,16 @@ class UsageRollup(models.Model):
                 name="usage_rollup_tokens_not_negative",
             ),
             models.CheckConstraint(
+                condition=Q(cached_input_tokens_success__gte=0)
+                & Q(cached_input_tokens_success__lte=models.F("input_tokens_success"))
+                & Q(batch_requests_success__lte=models.F("requests_success"))
+                & Q(batch_input_tokens_success__gte=0)
+                & Q(batch_input_tokens_success__lte=models.F("input_tokens_success"))
+                & Q(batch_output_tokens_success__gte=0)
+                & Q(batch_output_tokens_success__lte=models.F("output_tokens_success")),
+                name="usage_rollup_parts_within_totals",
+            ),
+            models.CheckConstraint(
                 condition=Q(availability_pct__isnull=True)
                 | Q(availability_pct__gte=0, availability_pct__lte=100),
                 name="usage_rollup_availability_range",
@@ -186,6 +233,20 @@ class UsageRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.contract_id} @ {self.hour:%Y-%m-%d %H:00}"
+
+    @property
+    def cache_hit_rate_pct(self) -> float | None:
+        """Share of successful input tokens served from the prompt cache, in percent."""
+        if not self.input_tokens_success:
+            return None
+        return round(100 * self.cached_input_tokens_success / self.input_tokens_success, 4)
+
+    @property
+    def batch_share_pct(self) -> float | None:
+        """Share of successful requests served in batch mode, in percent."""
+        if not self.requests_success:
+            return None
+        return round(100 * self.batch_requests_success / self.requests_success, 4)
 
 
 class UsageRollupRun(models.Model):

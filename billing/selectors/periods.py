@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
@@ -27,6 +29,7 @@ from billing.rating import (
     RatingInput,
     RecordedCharge,
     ServiceLevel,
+    TokenTiers,
     TokenUsage,
 )
 from contracts import engine
@@ -36,7 +39,7 @@ from contracts.selectors import RATE_EVENT_KINDS, contract_terms
 from core.money import Money
 from core.text import counted
 from inventory.models import GpuModel, Outage
-from leasing.models import Allocation, Lease
+from leasing.models import Allocation, Lease, SlaSubscription
 
 BILLABLE_STATUSES = (
     ContractStatus.ACTIVE,
@@ -192,34 +195,96 @@ def _card_hours(
     )
 
 
+ONLINE_SUCCESS = Q(status="success", mode="online")
+BATCH_SUCCESS = Q(status="success", mode="batch")
+# The sums of successful requests that TokenUsage holds, by its field names.
+TOKEN_USAGE_SUMS = {
+    "input_tokens": Sum("input_tokens", filter=ONLINE_SUCCESS),
+    "output_tokens": Sum("output_tokens", filter=ONLINE_SUCCESS),
+    "cached_input_tokens": Sum("cached_input_tokens", filter=ONLINE_SUCCESS),
+    "batch_input_tokens": Sum("input_tokens", filter=BATCH_SUCCESS),
+    "batch_output_tokens": Sum("output_tokens", filter=BATCH_SUCCESS),
+    "batch_cached_input_tokens": Sum("cached_input_tokens", filter=BATCH_SUCCESS),
+    "batch_requests_success": Count("pk", filter=BATCH_SUCCESS),
+    "requests_success": Count("pk", filter=Q(status="success")),
+    "requests_total": Count("pk"),
+}
+
+
+# Aggregate aliases may not repeat a column's name: each sum is named `sum_<field>`.
+TOKEN_USAGE_AGGREGATES = {f"sum_{name}": value for name, value in TOKEN_USAGE_SUMS.items()}
+
+
+def token_usage_of(totals: Mapping[str, Any]) -> TokenUsage:
+    """A TokenUsage from one row of TOKEN_USAGE_AGGREGATES (a missing sum is zero)."""
+    return TokenUsage(**{name: totals.get(f"sum_{name}") or 0 for name in TOKEN_USAGE_SUMS})
+
+
 def _token_usage(events: QuerySet[UsageEvent]) -> TokenUsage:
-    totals = events.aggregate(
-        input_tokens=Sum("input_tokens", filter=Q(status="success")),
-        output_tokens=Sum("output_tokens", filter=Q(status="success")),
-        success=Count("pk", filter=Q(status="success")),
-        total=Count("pk"),
+    return token_usage_of(events.aggregate(**TOKEN_USAGE_AGGREGATES))
+
+
+def token_tiers(contract: Contract) -> TokenTiers:
+    """The cached-input and batch prices the contract's SLA subscription froze (if any)."""
+    return tiers_of(SlaSubscription.objects.filter(contract=contract).first())
+
+
+def tiers_of(subscription: SlaSubscription | None) -> TokenTiers:
+    """The tiers one SLA subscription froze (none without a subscription)."""
+    if subscription is None:
+        return TokenTiers()
+    return TokenTiers(
+        cached_input_rate=subscription.price_per_million_cached_input_tokens,
+        batch_input_rate=subscription.batch_price_per_million_input_tokens,
+        batch_output_rate=subscription.batch_price_per_million_output_tokens,
+        batch_completion_hours=subscription.batch_completion_hours,
     )
-    return TokenUsage(
-        input_tokens=totals["input_tokens"] or 0,
-        output_tokens=totals["output_tokens"] or 0,
-        requests_success=totals["success"],
-        requests_total=totals["total"],
+
+
+def late_token_queryset(
+    contract: Contract, period: engine.Period, is_final: bool
+) -> QuerySet[UsageEvent]:
+    """Late events of earlier periods received during this period (or after it, if final)."""
+    received = Q(received_at__gte=period.start)
+    if not is_final:
+        received &= Q(received_at__lt=period.end)
+    return UsageEvent.objects.filter(
+        contract=contract, is_late=True, occurred_at__lt=period.start
+    ).filter(received)
+
+
+def on_time_token_queryset(
+    contract: Contract, period: engine.Period, is_final: bool
+) -> QuerySet[UsageEvent]:
+    """The events the period's own token lines bill.
+
+    A late event of an earlier period is billed on the invoice of the period it arrived in; the
+    final period has no later invoice, so it takes its own late events as well.
+    """
+    in_period = UsageEvent.objects.filter(
+        contract=contract, occurred_at__gte=period.start, occurred_at__lt=period.end
     )
+    return in_period if is_final else in_period.filter(is_late=False)
 
 
 SERVICE_LEVEL_SQL = """
 SELECT
     count(*) FILTER (WHERE status = 'success'),
     count(*) FILTER (WHERE status <> 'rejected'),
-    percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms) FILTER (WHERE status = 'success'),
-    percentile_cont(0.99) WITHIN GROUP (ORDER BY tpot_ms) FILTER (WHERE status = 'success')
+    percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms)
+        FILTER (WHERE status = 'success' AND mode = 'online'),
+    percentile_cont(0.99) WITHIN GROUP (ORDER BY tpot_ms)
+        FILTER (WHERE status = 'success' AND mode = 'online')
 FROM billing_usageevent
 WHERE contract_id = %s AND occurred_at >= %s AND occurred_at < %s
 """
 
 
 def _token_service_level(contract: Contract, period: engine.Period) -> ServiceLevel:
-    """Availability (successes over requests not rejected by the client), TTFT p95, TPOT p99."""
+    """Availability (successes over requests not rejected by the client), TTFT p95, TPOT p99.
+
+    Latency SLOs are over online requests: a batch request is promised a completion deadline.
+    """
     with connection.cursor() as cursor:
         cursor.execute(SERVICE_LEVEL_SQL, [contract.pk, period.start, period.end])
         success, served, ttft_p95, tpot_p99 = cursor.fetchone()
@@ -237,33 +302,22 @@ def _late_tokens(
     contract: Contract, terms: engine.ContractTerms, period: engine.Period, is_final: bool
 ) -> tuple[LateTokens, ...]:
     """Late events received during this period (or after it, on the final invoice), by period."""
-    received = Q(received_at__gte=period.start)
-    if not is_final:
-        received &= Q(received_at__lt=period.end)
-    rows = (
-        UsageEvent.objects.filter(contract=contract, is_late=True, occurred_at__lt=period.start)
-        .filter(received)
-        .values_list("occurred_at", "status", "input_tokens", "output_tokens")
-    )
-    grouped: dict[engine.Period, list[int]] = {}
-    for occurred_at, status, input_tokens, output_tokens in rows.iterator():
-        origin = engine.period_containing(terms, occurred_at)
-        totals = grouped.setdefault(origin, [0, 0, 0, 0])
-        totals[3] += 1
-        if status == "success":
-            totals[0] += input_tokens
-            totals[1] += output_tokens
-            totals[2] += 1
-    return tuple(
-        LateTokens(
-            period_start=origin.start,
-            period_end=origin.end,
-            usage=TokenUsage(
-                input_tokens=t[0], output_tokens=t[1], requests_success=t[2], requests_total=t[3]
-            ),
-            events=t[3],
+    events = late_token_queryset(contract, period, is_final)
+    grouped: dict[engine.Period, tuple[TokenUsage, int]] = {}
+    for origin in sorted(
+        {
+            engine.period_containing(terms, at)
+            for at in events.values_list("occurred_at", flat=True)
+        },
+        key=lambda item: item.start,
+    ):
+        usage = _token_usage(
+            events.filter(occurred_at__gte=origin.start, occurred_at__lt=origin.end)
         )
-        for origin, t in sorted(grouped.items(), key=lambda item: item[0].start)
+        grouped[origin] = (usage, usage.requests_total)
+    return tuple(
+        LateTokens(period_start=origin.start, period_end=origin.end, usage=usage, events=count)
+        for origin, (usage, count) in grouped.items()
     )
 
 
@@ -350,15 +404,10 @@ def rating_input(
             leased_model=_model_name(contract),
             service_level=ServiceLevel(uptime_pct=usage.uptime_pct()),
         )
-    in_period = UsageEvent.objects.filter(
-        contract=contract, occurred_at__gte=period.start, occurred_at__lt=period.end
-    )
-    # A late event of an earlier period is billed on the invoice of the period it arrived in;
-    # the final period has no later invoice, so it takes its own late events as well.
-    on_time = in_period if is_final else in_period.filter(is_late=False)
     return replace(
         common,
-        tokens=_token_usage(on_time),
+        tokens=_token_usage(on_time_token_queryset(contract, period, is_final)),
+        token_tiers=token_tiers(contract),
         late_tokens=_late_tokens(contract, terms, period, is_final),
         service_level=_token_service_level(contract, period),
     )

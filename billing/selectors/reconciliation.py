@@ -30,8 +30,22 @@ from contracts.choices import PricingBasis
 from contracts.models import Contract
 from contracts.selectors import contract_terms
 
-INPUT_KINDS = (LineKind.INPUT_TOKENS, LineKind.LATE_INPUT_TOKENS)
-OUTPUT_KINDS = (LineKind.OUTPUT_TOKENS, LineKind.LATE_OUTPUT_TOKENS)
+# Every line that bills input (online, cached and batch) or output (online and batch) tokens:
+# rating splits a request's tokens over these kinds, and together they add up to its tokens.
+INPUT_KINDS = (
+    LineKind.INPUT_TOKENS,
+    LineKind.CACHED_INPUT_TOKENS,
+    LineKind.BATCH_INPUT_TOKENS,
+    LineKind.LATE_INPUT_TOKENS,
+    LineKind.LATE_CACHED_INPUT_TOKENS,
+    LineKind.LATE_BATCH_INPUT_TOKENS,
+)
+OUTPUT_KINDS = (
+    LineKind.OUTPUT_TOKENS,
+    LineKind.BATCH_OUTPUT_TOKENS,
+    LineKind.LATE_OUTPUT_TOKENS,
+    LineKind.LATE_BATCH_OUTPUT_TOKENS,
+)
 
 # One row per (contract, period) the events belong to, plus the rows of events that belong to
 # none (period_start NULL). An event joined to two periods is counted in both: the totals query

@@ -29,6 +29,7 @@ from billing.models import (
     Invoice,
     InvoiceStatus,
 )
+from billing.parties import document_party
 from billing.rendering import (
     credit_note_document,
     credit_note_html,
@@ -62,9 +63,10 @@ def _require_issued(invoice: Invoice, *, allow_void: bool) -> None:
 
 
 def billing_contacts(invoice: Invoice) -> list[str]:
-    """The customer's valid billing addresses, deduplicated, in the order they were given."""
+    """The customer's valid billing addresses, deduplicated: its billing profile's e-mail first,
+    then the organization's list in the order given."""
     contacts: list[str] = []
-    for raw in invoice.customer.billing_emails or []:
+    for raw in document_party(invoice.customer)["billing_emails"]:
         address = str(raw).strip()
         try:
             validate_email(address)

@@ -35,6 +35,7 @@ from billing.models import (
     InvoiceStatus,
     NumberSeries,
 )
+from billing.services.budgets import budgets_evaluate_enqueue
 from billing.services.drawdown import invoice_balance_draw
 from billing.services.invoices import invoice_rate_draft
 from billing.services.postings import (
@@ -81,6 +82,9 @@ def _invoice_webhook(invoice: Invoice, change: StatusChange) -> None:
     event_type = INVOICE_WEBHOOKS.get(change.to_status)  # type: ignore[call-overload]
     if event_type is None:
         return
+    if event_type == "invoice.issued":
+        # The issued amount replaces the period's rated one in the customer's budgets.
+        budgets_evaluate_enqueue([invoice.customer_id])
     emit_to(
         [invoice.customer_id, invoice.issuer_id],
         type=event_type,
@@ -360,6 +364,7 @@ def credit_note_issue(
     invoice.credited_total += total
     invoice.save(update_fields=["credited_total", "updated_at"])
     credit_note_post(note=note, actor=actor)
+    budgets_evaluate_enqueue([invoice.customer_id])
     emit_to(
         [invoice.customer_id, invoice.issuer_id],
         type="credit_note.issued",

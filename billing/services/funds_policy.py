@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from billing.locks import funds_policy_lock, funds_policy_lock_or_create
 from billing.models import FundsAction, FundsAlert, FundsPolicy
 from billing.selectors.funds import BurnDown, burn_down
 from contracts.models import Contract
@@ -57,8 +58,8 @@ def funds_policy_set(
             code="invalid_threshold_days",
             detail={"field": "threshold_days"},
         )
-    policy, _ = FundsPolicy.objects.select_for_update().get_or_create(
-        contract=contract,
+    policy = funds_policy_lock_or_create(
+        contract_id=contract.pk,
         defaults={"action": action, "threshold_days": threshold_days, "set_by": actor},
     )
     policy.action = action
@@ -142,11 +143,7 @@ def _alert(policy: FundsPolicy, projection: BurnDown, *, now: datetime) -> None:
 def funds_policy_evaluate(*, policy_id: int, now: datetime) -> bool:
     """Project one policy's balance, record it and act; whether it is triggered."""
     with transaction.atomic():
-        policy = (
-            FundsPolicy.objects.select_for_update(of=("self",))
-            .select_related("contract")
-            .get(pk=policy_id)
-        )
+        policy = funds_policy_lock(policy_id)
         contract = policy.contract
         projection = _held_projection(
             policy,

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing.locks import ledger_accounts_lock
+from billing.locks import credit_grant_lock, ledger_accounts_lock
 from billing.models import (
     PAID_PRIORITY,
     AccountKind,
@@ -176,7 +176,7 @@ def credit_grant_create(
 def credit_grant_expire(*, grant_id: int, now: datetime) -> CreditGrant | None:
     """Take back the unused rest of a grant whose expiry passed; None when nothing to do."""
     with transaction.atomic():
-        grant = CreditGrant.objects.select_for_update().get(pk=grant_id)
+        grant = credit_grant_lock(grant_id)
         if grant.expired_at is not None or grant.expires_at is None or grant.expires_at > now:
             return None
         found = grant_account(grant)

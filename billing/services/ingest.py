@@ -10,6 +10,7 @@ transaction: a failure leaves nothing half-written.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
@@ -33,6 +34,8 @@ from contracts.models import Contract
 from contracts.selectors import contract_terms
 from core.errors import ApplicationError, ValidationFailed
 from core.events import emit
+from core.tags import MAX_TAGS
+from leasing.models import SlaSubscription
 
 MAX_EVENTS_PER_BATCH = 10_000
 # Clocks of reporters drift; an event this far in the future is still believed.
@@ -53,6 +56,9 @@ STAGING_COLUMNS = (
     "e2e_ms",
     "tpot_ms",
     "is_late",
+    "cached_input_tokens",
+    "mode",
+    "tags",
 )
 STAGING_TYPES = (
     "text",
@@ -65,6 +71,10 @@ STAGING_TYPES = (
     "float8",
     "float8",
     "bool",
+    "int8",
+    "text",
+    # Text, cast once in the INSERT: most events carry no tags, and "{}" is the cheapest row.
+    "text",
 )
 _COLUMNS = ", ".join(STAGING_COLUMNS)
 CREATE_STAGING_SQL = (
@@ -77,9 +87,10 @@ CLEAR_STAGING_SQL = f"DELETE FROM {STAGING_TABLE}"
 COPY_SQL = f"COPY {STAGING_TABLE} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)"
 # Rows go in event_id order: two batches sharing events in different orders then wait on each
 # other in one order (the later one sees duplicates) instead of deadlocking.
+_SELECTED = _COLUMNS.replace("tags", "tags::jsonb")
 INSERT_SQL = (
     f"INSERT INTO billing_usageevent (source_id, received_at, batch_id, {_COLUMNS})"
-    f' SELECT %s, %s, %s, {_COLUMNS} FROM {STAGING_TABLE} ORDER BY event_id COLLATE "C"'
+    f' SELECT %s, %s, %s, {_SELECTED} FROM {STAGING_TABLE} ORDER BY event_id COLLATE "C"'
     " ON CONFLICT (source_id, event_id) DO NOTHING RETURNING event_id"
 )
 
@@ -104,6 +115,7 @@ class ContractWindow:
     live_end: datetime
     late_before: datetime | None
     refusal: Reason | None
+    batch_offered: bool = False
 
     def in_zone(self, zone: tzinfo | None) -> ContractWindow:
         """The same limits expressed in `zone`.
@@ -117,6 +129,7 @@ class ContractWindow:
             live_end=self.live_end.astimezone(zone),
             late_before=self.late_before.astimezone(zone) if self.late_before else None,
             refusal=self.refusal,
+            batch_offered=self.batch_offered,
         )
 
 
@@ -176,7 +189,19 @@ def _validation_reason(error: Any) -> Reason:
             "status must be one of: " + ", ".join(UsageStatus.values) + ".",
             field,
         )
-    if field in {"input_tokens", "output_tokens"} and kind == "greater_than_equal":
+    if field == "tags":
+        return _reason(
+            "invalid_tags",
+            f"tags: at most {MAX_TAGS} pairs; keys lower-case a-z, 0-9, _ . - (starting with a"
+            " letter, up to 32); values 1-64 letters, digits, space and _ . : / @ + -.",
+            field,
+        )
+    if field == "mode" and kind == "literal_error":
+        return _reason("unknown_mode", "mode must be one of: online, batch.", field)
+    if (
+        field in {"input_tokens", "output_tokens", "cached_input_tokens"}
+        and kind == "greater_than_equal"
+    ):
         return _reason("negative_tokens", f"{field} must not be negative.", field)
     if kind == "timezone_aware":
         return _reason(
@@ -235,6 +260,11 @@ def _contract_windows(
         .annotate(until=Max("period_end"))
         .values_list("contract_id", "until")
     )
+    batch_tiers = set(
+        SlaSubscription.objects.filter(
+            contract__in=contracts, batch_price_per_million_input_tokens__isnull=False
+        ).values_list("contract_id", flat=True)
+    )
     for contract in contracts.prefetch_related("clauses"):
         refusal: Reason | None = None
         late_before: datetime | None = None
@@ -285,6 +315,7 @@ def _contract_windows(
             live_end=ends_at,
             late_before=late_before,
             refusal=refusal,
+            batch_offered=contract.pk in batch_tiers,
         )
     return windows
 
@@ -314,7 +345,21 @@ def _refusal(
             "The contract was not in force and billing at occurred_at.",
             "occurred_at",
         )
-    if event["status"] == "success":
+    if event.get("cached_input_tokens", 0) > event["input_tokens"]:
+        return _reason(
+            "cached_exceeds_input",
+            "cached_input_tokens must not exceed input_tokens.",
+            "cached_input_tokens",
+        )
+    batch = event.get("mode") == "batch"
+    if batch and not window.batch_offered:
+        return _reason(
+            "batch_not_offered",
+            f"Contract {event['contract']} has no batch tier; report its requests as online.",
+            "mode",
+        )
+    if event["status"] == "success" and not batch:
+        # Batch requests have a completion deadline, not latency SLOs.
         for field in ("ttft_ms", "e2e_ms"):
             if event.get(field) is None:
                 return _reason(
@@ -441,6 +486,9 @@ def usage_batch_ingest(
                 event.get("e2e_ms"),
                 event.get("tpot_ms"),
                 is_late,
+                event.get("cached_input_tokens", 0),
+                event.get("mode", "online"),
+                json.dumps(tags, separators=(",", ":")) if (tags := event.get("tags")) else "{}",
             )
         )
         candidates.append((index, event_id, is_late))

@@ -22,7 +22,11 @@ from contracts import engine
 from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.locks import contract_lock
 from contracts.models import Contract, ContractEvent
-from contracts.services import contract_price_steps_apply, decision_record
+from contracts.services import (
+    contract_index_resets_apply,
+    contract_price_steps_apply,
+    decision_record,
+)
 from core.errors import Conflict, NotFound
 
 logger = logging.getLogger(__name__)
@@ -36,9 +40,11 @@ def _issuer_of(contract: Contract) -> int:
 
 
 def _refresh_price_steps(contract: Contract, *, as_of: datetime) -> None:
-    """Record the price steps due by `as_of` before rating (no-op when already recorded)."""
+    """Record the price steps and index resets due by `as_of` before rating (no-op when already
+    recorded): invoices take their rates from these events."""
     if contract.pricing_basis == PricingBasis.CARD_HOUR and contract.status in LIVE_STATUSES:
         contract_price_steps_apply(contract=contract, as_of=as_of)
+        contract_index_resets_apply(contract=contract)
 
 
 def _store_lines(invoice: Invoice, rated: rating.RatedInvoice, *, record_decisions: bool) -> None:

@@ -47,12 +47,18 @@ WITH touched AS (
         count(*) FILTER (WHERE e.status = 'rejected') AS rejected,
         coalesce(sum(e.input_tokens) FILTER (WHERE e.status = 'success'), 0) AS input_tokens,
         coalesce(sum(e.output_tokens) FILTER (WHERE e.status = 'success'), 0) AS output_tokens,
+        coalesce(sum(e.cached_input_tokens) FILTER (WHERE e.status = 'success'), 0) AS cached,
+        count(*) FILTER (WHERE e.status = 'success' AND e.mode = 'batch') AS batch_success,
+        coalesce(sum(e.input_tokens) FILTER (WHERE e.status = 'success' AND e.mode = 'batch'), 0)
+            AS batch_input,
+        coalesce(sum(e.output_tokens) FILTER (WHERE e.status = 'success' AND e.mode = 'batch'), 0)
+            AS batch_output,
         percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (ORDER BY e.ttft_ms)
-            FILTER (WHERE e.status = 'success') AS ttft,
+            FILTER (WHERE e.status = 'success' AND e.mode = 'online') AS ttft,
         percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (ORDER BY e.e2e_ms)
-            FILTER (WHERE e.status = 'success') AS e2e,
+            FILTER (WHERE e.status = 'success' AND e.mode = 'online') AS e2e,
         percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (ORDER BY e.tpot_ms)
-            FILTER (WHERE e.status = 'success') AS tpot,
+            FILTER (WHERE e.status = 'success' AND e.mode = 'online') AS tpot,
         count(*) FILTER (WHERE e.is_late) AS late
     FROM touched t
     JOIN billing_usageevent e
@@ -64,11 +70,14 @@ WITH touched AS (
 INSERT INTO billing_usagerollup (
     contract_id, hour, requests_total, requests_success, requests_timeout, requests_error,
     requests_rejected, input_tokens_success, output_tokens_success,
-    ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, e2e_p50_ms, e2e_p95_ms, e2e_p99_ms,
+    cached_input_tokens_success, batch_requests_success, batch_input_tokens_success,
+    batch_output_tokens_success, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms,
+    e2e_p50_ms, e2e_p95_ms, e2e_p99_ms,
     tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, availability_pct, late_events, refreshed_at
 )
 SELECT
     contract_id, hour, total, success, timeout, error, rejected, input_tokens, output_tokens,
+    cached, batch_success, batch_input, batch_output,
     ttft[1], ttft[2], ttft[3], e2e[1], e2e[2], e2e[3], tpot[1], tpot[2], tpot[3],
     round(100.0 * success / nullif(total - rejected, 0), 4), late, %(now)s
 FROM hourly
@@ -80,6 +89,10 @@ ON CONFLICT (contract_id, hour) DO UPDATE SET
     requests_rejected = EXCLUDED.requests_rejected,
     input_tokens_success = EXCLUDED.input_tokens_success,
     output_tokens_success = EXCLUDED.output_tokens_success,
+    cached_input_tokens_success = EXCLUDED.cached_input_tokens_success,
+    batch_requests_success = EXCLUDED.batch_requests_success,
+    batch_input_tokens_success = EXCLUDED.batch_input_tokens_success,
+    batch_output_tokens_success = EXCLUDED.batch_output_tokens_success,
     ttft_p50_ms = EXCLUDED.ttft_p50_ms,
     ttft_p95_ms = EXCLUDED.ttft_p95_ms,
     ttft_p99_ms = EXCLUDED.ttft_p99_ms,

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
+from billing.locks import top_up_lock
 from billing.models import GrantKind, TopUp, TopUpMethod, TopUpStatus
 from billing.services.grants import credit_grant_create, grant_currency_check, money_amount_check
 from billing.services.stripe import _domain_error, _minor, stripe_client, stripe_customer_ensure
@@ -167,7 +168,7 @@ def top_up_charge(*, top_up: TopUp) -> TopUp:
     except stripe.StripeError as exc:
         raise _domain_error(exc) from exc  # still pending: the same call resumes it
     with transaction.atomic():
-        top_up = TopUp.objects.select_for_update().select_related("customer").get(pk=top_up.pk)
+        top_up = top_up_lock(top_up.pk)
         if top_up.status != TopUpStatus.PENDING:
             return top_up
         top_up.stripe_payment_intent_id = intent.id

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
@@ -18,6 +21,7 @@ from accounts.models import Organization
 from accounts.permissions import HasOrganizationScope, IsOperator
 from accounts.selectors import scope_queryset
 from contracts import engine
+from contracts.api.backtest import BACKTEST_MAX_DAYS, IndexBacktestSerializer, index_backtest_data
 from contracts.api.filters import ContractEventFilter, ContractFilter
 from contracts.api.serializers import (
     AcceptanceOutcomeSerializer,
@@ -31,7 +35,12 @@ from contracts.api.serializers import (
     acceptance_outcome_data,
 )
 from contracts.models import Contract, ContractEvent
-from contracts.selectors import acceptance_submitter_of, contracts_with_relations, party_of
+from contracts.selectors import (
+    acceptance_submitter_of,
+    contract_index_backtest,
+    contracts_with_relations,
+    party_of,
+)
 from contracts.services import (
     acceptance_run_record,
     contract_activate,
@@ -42,7 +51,8 @@ from contracts.services import (
     contract_termination_quote,
 )
 from core.api.idempotency import idempotent
-from core.errors import NotFound
+from core.api.params import date_param, unknown_query_params_check
+from core.errors import NotFound, ValidationFailed
 
 OPERATOR_ACTIONS = {"create", "partial_update", "activate"}
 
@@ -244,3 +254,54 @@ class ContractEventViewSet(
         if not contracts.exists():
             raise NotFound("No such contract.", code="contract_not_found")
         return super().get_queryset().filter(contract_id=contract_id)
+
+
+class ContractIndexBacktestViewSet(OrganizationScopedMixin, viewsets.ViewSet):
+    """GET /api/v1/contracts/{id}/index-backtest/?from=YYYY-MM-DD[&to=YYYY-MM-DD] — what the
+    contract would have cost under its index_linked clause over past fixings, month by month,
+    against the fixed alternative. Both parties read it; anyone else gets 404."""
+
+    tenant_fields = ("lessor", "lessee")
+    query_params = ("from", "to")
+
+    @extend_schema(
+        request=None,
+        responses=IndexBacktestSerializer,
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.DATE, required=True),
+            OpenApiParameter("to", OpenApiTypes.DATE, description="Exclusive; default today."),
+        ],
+    )
+    def list(self, request: Request, contract_pk: str | None = None) -> Response:
+        """The backtest of one contract (another tenant's contract answers 404 first)."""
+        contract_id = str(contract_pk)
+        contract = self.scope(
+            Contract.objects.filter(pk=int(contract_id))
+            if contract_id.isdigit()
+            else Contract.objects.none()
+        ).first()
+        if contract is None:
+            raise NotFound("No such contract.", code="contract_not_found")
+        unknown_query_params_check(request, self)  # once the contract is found (404 first)
+        params = request.query_params
+        start = date_param(params, "from")
+        end = date_param(params, "to") or timezone.now().astimezone(UTC).date()
+        if start is None:
+            raise ValidationFailed(
+                "`from` is required (YYYY-MM-DD).", code="required", detail={"field": "from"}
+            )
+        if start >= end:
+            raise ValidationFailed(
+                "`from` must be before `to` (default: today).",
+                code="invalid_window",
+                detail={"field": "from"},
+            )
+        if (end - start).days > BACKTEST_MAX_DAYS:
+            raise ValidationFailed(
+                "A backtest covers at most ten years.",
+                code="window_too_long",
+                detail={"field": "from"},
+            )
+        clause, backtest = contract_index_backtest(contract, start=start, end=end)
+        data = index_backtest_data(contract, clause, backtest, start=start, end=end)
+        return Response(IndexBacktestSerializer(data).data)

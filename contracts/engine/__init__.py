@@ -5,8 +5,8 @@ and re-run on history with the same answer. Money is Decimal, times are aware UT
 and every period is half-open [start, end).
 
 Split by clause: billing periods, throughput acceptance, generational price steps, SLA
-credits, exit terms, and commitments (minimum commitment and prepayment); the shared inputs
-and outputs live in `terms`.
+credits, exit terms, index-linked resets (and their backtest), and commitments (minimum
+commitment and prepayment); the shared inputs and outputs live in `terms`.
 """
 
 from contracts.engine._common import DEFAULT_MONTHLY_GPU_HOURS, HUNDRED, SECONDS_PER_HOUR
@@ -18,6 +18,19 @@ from contracts.engine.commitments import (
     prepayment_draw,
 )
 from contracts.engine.exit import replacement_rate, termination_quote
+from contracts.engine.index_linked import (
+    Backtest,
+    BacktestMonth,
+    IndexFixingFact,
+    IndexReset,
+    backtest_months,
+    fixing_day_for,
+    index_backtest,
+    index_linked_rate,
+    index_reset_decision,
+    index_reset_schedule,
+    index_resets,
+)
 from contracts.engine.periods import billing_periods, next_period_start, period_containing
 from contracts.engine.pricing import rate_for_period, rate_schedule
 from contracts.engine.sla import sla_credit
@@ -44,20 +57,31 @@ __all__ = [
     "AcceptanceOutcome",
     "AcceptanceRun",
     "AppliedStep",
+    "Backtest",
+    "BacktestMonth",
     "ClauseT",
     "ContractTerms",
     "Decision",
     "DecisionKind",
     "ExitRequest",
+    "IndexFixingFact",
+    "IndexReset",
     "MarketPoint",
     "Period",
     "RateSegment",
     "SuccessorInfo",
     "TerminationQuote",
     "acceptance_run_passes",
+    "backtest_months",
     "billing_periods",
     "contract_value",
     "evaluate_acceptance",
+    "fixing_day_for",
+    "index_backtest",
+    "index_linked_rate",
+    "index_reset_decision",
+    "index_reset_schedule",
+    "index_resets",
     "minimum_commitment_true_up",
     "next_period_start",
     "period_containing",

@@ -24,6 +24,7 @@ DecisionKind = Literal[
     "prepayment_draw",
     "deposit_return",
     "hardware_replacement_rate",
+    "index_reset",
 ]
 ClauseT = TypeVar("ClauseT", bound=ClauseModel)
 

@@ -7,6 +7,7 @@ the modules of this package import each other directly.
 - acceptance: acceptance runs, the lessor's claims and their answers (confirm, dispute, an
   operator's decision, silence), and rejection after a failed acceptance
 - price_steps: generational price steps from market facts
+- index_resets: index-linked rate resets from the marketplace index
 - exit: termination quotes, notice, ending what is due, hardware replacement, insolvency
 """
 
@@ -25,6 +26,11 @@ from contracts.services.exit import (
     contract_request_exit,
     contract_termination_quote,
     contracts_end_due,
+)
+from contracts.services.index_resets import (
+    contract_index_resets_apply,
+    contracts_apply_index_resets,
+    index_fixing_facts,
 )
 from contracts.services.lifecycle import (
     AMENDABLE_FIELDS,
@@ -55,6 +61,7 @@ __all__ = [
     "contract_amend",
     "contract_create",
     "contract_flag_insolvency",
+    "contract_index_resets_apply",
     "contract_price_steps_apply",
     "contract_reject_at_acceptance",
     "contract_replace_hardware",
@@ -62,10 +69,12 @@ __all__ = [
     "contract_status_advance",
     "contract_termination_quote",
     "contract_transition",
+    "contracts_apply_index_resets",
     "contracts_end_due",
     "contracts_reevaluate_price_steps",
     "decision_record",
     "event_record",
+    "index_fixing_facts",
     "json_value",
     "price_step_facts",
 ]

@@ -16,7 +16,10 @@ from django.utils.safestring import mark_safe
 
 from billing.admin import ReadOnlyMixin
 from core.admin import ServiceAdminMixin
+from core.text import counted
+from economics.admin.display import LEGEND as FIGURE_LEGEND
 from economics.admin.display import (
+    MONTH_LEGEND,
     NOT_AVAILABLE,
     MonthRow,
     money,
@@ -27,7 +30,6 @@ from economics.admin.display import (
 )
 from economics.charts import payback_chart_svg
 from economics.models import AssetEconomics, AssetMonth, AssetPayback
-from economics.payback import TRAILING_MONTHS
 from economics.services.assets import asset_economics_refresh
 
 
@@ -36,13 +38,11 @@ class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
     """The fleet by payback (paid back first, then soonest projected), and one asset's page:
     chart, payback summary and the monthly table. Read-only but for the recompute action."""
 
+    # Site and GPU count are filters and the asset page's fields; the columns are the figures.
     list_display = [
         "hostname",
-        "site",
         "gpu_model",
-        "gpu_count",
         "capex_amount",
-        "months_of_life",
         "cumulative_net_cash_flow",
         "payback_standing",
         "roi_to_date",
@@ -53,6 +53,13 @@ class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
     search_fields = ["hostname"]
     list_select_related = ["site", "gpu_model", "payback"]
     actions = ["recompute_economics"]
+    # The legend of the figures in the columns (the asset page explains the rest).
+    legend = [
+        (term, meaning)
+        for term, meaning in FIGURE_LEGEND.items()
+        if term
+        in {"Capex", "Net cash flow (life)", "Payback", "ROI to date", "Utilization", "Book value"}
+    ]
     change_form_template = "admin/economics/asseteconomics/change_form.html"
     fieldsets = [
         (
@@ -98,18 +105,16 @@ class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
         payback = payback_of(node)
         return str(payback.months_of_life) if payback else NOT_AVAILABLE
 
-    @admin.display(
-        description="Cumulative net cash flow", ordering="payback__cumulative_net_cash_flow"
-    )
+    @admin.display(description="Net cash flow (life)", ordering="payback__cumulative_net_cash_flow")
     def cumulative_net_cash_flow(self, node: AssetEconomics) -> str:
         payback = payback_of(node)
         if payback is None:
             return NOT_AVAILABLE
         return money(payback.cumulative_net_cash_flow, payback.currency)
 
-    @admin.display(description="Paid back / projected", ordering="projected_payback_months")
+    @admin.display(description="Payback", ordering="projected_payback_months")
     def payback_standing(self, node: AssetEconomics) -> str:
-        return payback_status(payback_of(node))
+        return payback_status(payback_of(node), short=True)
 
     @admin.display(description="ROI to date", ordering="payback__roi_to_date")
     def roi_to_date(self, node: AssetEconomics) -> str:
@@ -117,7 +122,7 @@ class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
         return percent(payback.roi_to_date) if payback else NOT_AVAILABLE
 
     @admin.display(
-        description=f"Utilization ({TRAILING_MONTHS} months)",
+        description="Utilization",
         ordering="payback__trailing_utilization",
     )
     def trailing_utilization(self, node: AssetEconomics) -> str:
@@ -162,6 +167,7 @@ class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
             "economics_currency": currency,
             "economics_summary": payback_summary_rows(payback),
             "economics_months": [MonthRow.of(month) for month in months],
+            "economics_month_legend": MONTH_LEGEND,
         }
 
     # ---------------------------------------------------------------- the recompute action
@@ -180,13 +186,13 @@ class AssetEconomicsAdmin(ReadOnlyMixin, ServiceAdminMixin[AssetEconomics]):
         nodes, months, unattributed = result
         self.message_user(
             request,
-            f"Recomputed the economics of {nodes} node(s): {months} month(s).",
+            f"Recomputed the economics of {counted(nodes, 'node')}: {counted(months, 'month')}.",
             level=messages.SUCCESS,
         )
         if unattributed:
             self.message_user(
                 request,
-                f"{len(unattributed)} revenue line part(s) could not be attributed to a node; "
-                "the nightly economics run lists them.",
+                f"{counted(len(unattributed), 'revenue line part')} could not be attributed "
+                "to a node; the nightly economics run lists them.",
                 level=messages.WARNING,
             )

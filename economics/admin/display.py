@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from core.money import format_money
+from core.text import counted
 from economics.models import AssetEconomics, AssetMonth, AssetPayback
 from economics.payback import TRAILING_MONTHS
 
@@ -23,10 +25,10 @@ def number(value: Decimal | None, places: int = 2) -> str:
 
 
 def money(value: Decimal | None, currency: str) -> str:
-    """An amount with its currency: "300,000.00 USD"."""
+    """An amount in its currency's format: "$300,000.00", "A$620,000.00"."""
     if value is None:
         return NOT_AVAILABLE
-    return f"{number(value)} {currency}"
+    return format_money(value, currency)
 
 
 def percent(value: Decimal | None) -> str:
@@ -54,15 +56,27 @@ def payback_of(node: AssetEconomics) -> AssetPayback | None:
         return None
 
 
-def payback_status(payback: AssetPayback | None) -> str:
-    """Paid back in which month, or the projection, or why there is none."""
+def payback_status(payback: AssetPayback | None, *, short: bool = False) -> str:
+    """Paid back in which month, or the projection, or why there is none; `short` for a list."""
     if payback is None:
         return "not computed yet"
     if payback.paid_back_in_month is not None and payback.paid_back_on is not None:
         return f"paid back in month {payback.paid_back_in_month} ({payback.paid_back_on:%Y-%m})"
     if payback.projected_payback_months is not None:
-        return f"projected in {payback.projected_payback_months} months"
+        projected = payback.projected_payback_months
+        ahead = projected - payback.months_of_life
+        if short:
+            return f"month {_months(projected)} ({_months(ahead)} to go)"
+        when = f"{counted(ahead, 'month', shown=_months(ahead))} from now" if ahead > 0 else "now"
+        return f"projected in month {_months(projected)} of life ({when})"
+    if short:
+        return "no projection"
     return f"no projection ({reason_text(payback.projection_reason)})"
+
+
+def _months(value: Decimal) -> str:
+    """A number of months to one decimal, as written: 90, 63.5 (never 90.03 or 90.00)."""
+    return f"{value.quantize(Decimal('0.1')).normalize():f}"
 
 
 def conversion_text(conversion: dict[str, Any]) -> str:
@@ -129,7 +143,62 @@ class MonthRow:
         )
 
 
-def payback_summary_rows(payback: AssetPayback | None) -> list[tuple[str, str]]:
+# What each economics figure means, written once: the fleet list's legend and the asset page's
+# payback table both show it (economics.payback computes the figures).
+LEGEND = {
+    "Capex": "what the node cost when acquired, in its capex currency.",
+    "Months of life": "calendar months since acquisition, the running month included.",
+    "Net cash flow (life)": (
+        "revenue minus energy, opex and depreciation, summed over the node's life."
+    ),
+    "Payback": (
+        "the month of life in which the cumulative net cash flow reached capex; until then, "
+        f"the month it will at the average of the last {TRAILING_MONTHS} whole months."
+    ),
+    "ROI to date": (
+        "(cumulative net cash flow - capex) ÷ capex: -100 % on the day of purchase, 0 % at "
+        "payback, positive after."
+    ),
+    "Revenue per allocated GPU-hour": "all revenue ÷ all GPU-hours leased out.",
+    "Break-even rate": (
+        f"what a leased GPU-hour must earn to cover the last {TRAILING_MONTHS} months' total "
+        "cost, depreciation included, at their utilization."
+    ),
+    "Utilization": f"GPU-hours leased out ÷ GPU-hours available, last {TRAILING_MONTHS} months.",
+    "Book value": "capex less the depreciation so far (straight line to salvage value).",
+}
+
+
+# What each column of an asset's monthly table means.
+MONTH_LEGEND = [
+    ("In service (h)", "hours of the month the node was owned and not retired."),
+    ("Available GPU-h", "GPU-hours the node could lease out (outages excluded)."),
+    ("Allocated GPU-h", "GPU-hours leased out (holds excluded)."),
+    ("Utilization", "allocated ÷ available GPU-hours."),
+    ("Revenue", "invoiced lines attributed to the node (documents listed under it)."),
+    (
+        "Energy",
+        "kWh drawn (idle to full load by utilization, times PUE) at the site's power price.",
+    ),
+    ("Opex", "the site's monthly charge per node, prorated by the hours in service."),
+    ("Depreciation", "straight line from capex to salvage value over the service life."),
+    ("Net cash flow", "revenue - energy - opex - depreciation."),
+    ("Cumulative", "the net cash flow summed since acquisition; payback when it reaches capex."),
+    ("Book value", "capex less the depreciation so far, at the end of the month."),
+]
+
+
+def legend(label: str) -> str:
+    """What a figure means (by the start of its label), or "" for one that needs none."""
+    return next((text for name, text in LEGEND.items() if label.startswith(name)), "")
+
+
+def payback_summary_rows(payback: AssetPayback | None) -> list[tuple[str, str, str]]:
+    """The payback summary as (label, value, meaning) rows; empty before the first run."""
+    return [(label, value, legend(label)) for label, value in _summary_pairs(payback)]
+
+
+def _summary_pairs(payback: AssetPayback | None) -> list[tuple[str, str]]:
     """The payback summary as (label, value) pairs; empty before the first run."""
     if payback is None:
         return []
@@ -138,7 +207,7 @@ def payback_summary_rows(payback: AssetPayback | None) -> list[tuple[str, str]]:
     return [
         ("Capex", money(payback.capex, currency)),
         ("Months of life", str(payback.months_of_life)),
-        ("Cumulative net cash flow", money(payback.cumulative_net_cash_flow, currency)),
+        ("Net cash flow (life)", money(payback.cumulative_net_cash_flow, currency)),
         ("Payback", payback_status(payback)),
         ("ROI to date", ratio_text(payback.roi_to_date, "no_capex", percent)),
         (

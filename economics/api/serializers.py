@@ -283,6 +283,20 @@ class UnitEconomicsHourSerializer(serializers.Serializer[Any]):
     e2e_p99_ms = serializers.FloatField(allow_null=True)
 
 
+class ModeCostsSerializer(serializers.Serializer[Any]):
+    """Online or batch requests of a period: their share of the cost and their unit costs."""
+
+    compute_share = RatioSerializer(
+        help_text="Share of the tokens the GPUs computed (input not from the cache + output)."
+    )
+    total_cost = serializers.DecimalField(max_digits=20, decimal_places=2)
+    requests_total = serializers.IntegerField()
+    requests_successful = serializers.IntegerField()
+    tokens_successful = serializers.IntegerField()
+    cost_per_successful_request = RatioSerializer()
+    cost_per_million_successful_tokens = RatioSerializer()
+
+
 class UnitEconomicsPeriodSerializer(serializers.Serializer[Any]):
     """One week or month of an offering or pool: what it cost and what it delivered."""
 
@@ -311,6 +325,9 @@ class UnitEconomicsPeriodSerializer(serializers.Serializer[Any]):
     )
     gpu_hours_by_workload = serializers.DictField(child=serializers.CharField())
     hourly = UnitEconomicsHourSerializer(many=True)
+    by_mode = serializers.DictField(
+        child=ModeCostsSerializer(), help_text="online and batch, when the period had them."
+    )
     conversions = serializers.ListField(child=serializers.DictField())
     warnings = serializers.ListField(child=serializers.CharField())
 

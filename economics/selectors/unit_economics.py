@@ -6,6 +6,10 @@ that serves several SLA offerings shares its cost equally among them. Successful
 tokens come from the hourly usage rollups; latency percentiles per hour are computed exactly
 from the usage events. Training and inference are kept apart: an offering serves inference;
 a pool's GPU-hours are split by the workload tag of the leases that used them.
+
+Online and batch requests are costed apart (`by_mode`): a mode's share of the cost is its share
+of the tokens the GPUs computed — input not served from the prompt cache, plus output, of every
+request that reached them — so cache hits and failed requests show in each mode's unit costs.
 """
 
 from __future__ import annotations
@@ -18,15 +22,18 @@ from typing import Any
 
 from accounts.models import Organization
 from core.errors import ValidationFailed
+from core.money import round_money
 from economics import payback
 from economics.fx import FxTable
 from economics.selectors.gpu_hours import HOUR, HOURS, gpu_seconds
 from economics.selectors.revenue import next_month
 from economics.selectors.scopes import Scope, offering_scope, pool_scope
 from economics.selectors.unit_facts import (
+    ModeUsage,
     midnight,
     scope_costs,
     scope_latency,
+    scope_mode_usage,
     scope_usage,
     scope_workload_hours,
 )
@@ -63,7 +70,74 @@ CSV_FIELDS = [
     "training_gpu_hours",
     "inference_gpu_hours",
     "unspecified_gpu_hours",
+    "online_cost_per_successful_request",
+    "online_cost_per_million_successful_tokens",
+    "batch_cost_per_successful_request",
+    "batch_cost_per_million_successful_tokens",
 ]
+MODES = ("online", "batch")
+
+
+@dataclass(frozen=True, slots=True)
+class ModeCosts:
+    """One mode's part of a period: its share of the computed tokens, its cost and unit costs."""
+
+    compute_share: payback.Ratio
+    costs: payback.UnitCosts
+
+    def as_json(self) -> dict[str, Any]:
+        """The mode as the API shows it."""
+        costs = self.costs
+        return {
+            "compute_share": _ratio_json(self.compute_share),
+            "total_cost": f"{costs.total_cost:f}",
+            "requests_total": costs.requests_total,
+            "requests_successful": costs.requests_successful,
+            "tokens_successful": costs.tokens_successful,
+            "cost_per_successful_request": _ratio_json(costs.cost_per_successful_request),
+            "cost_per_million_successful_tokens": _ratio_json(
+                costs.cost_per_million_successful_tokens
+            ),
+        }
+
+
+def mode_costs(
+    total_cost: Decimal, currency: str, usage: dict[str, ModeUsage]
+) -> dict[str, ModeCosts]:
+    """Split the period's cost over the modes by computed tokens (the last mode takes the
+    rounding remainder, so the parts add up to the cost); each with its unit costs."""
+    computed = sum((Decimal(mode.tokens_computed) for mode in usage.values()), ZERO)
+    result: dict[str, ModeCosts] = {}
+    left = total_cost
+    present = [mode for mode in MODES if mode in usage]
+    for index, mode in enumerate(present):
+        facts = usage[mode]
+        share = payback.ratio(
+            Decimal(facts.tokens_computed),
+            computed,
+            reason="no_computed_tokens",
+            places=payback.FRACTION,
+        )
+        if index == len(present) - 1:
+            cost = left
+        else:
+            cost = (
+                round_money(total_cost * facts.tokens_computed / computed, currency)
+                if computed
+                else ZERO
+            )
+        left -= cost
+        result[mode] = ModeCosts(
+            compute_share=share,
+            costs=payback.unit_costs(
+                total_cost=cost,
+                currency=currency,
+                requests_total=facts.requests_total,
+                requests_successful=facts.requests_successful,
+                tokens_successful=facts.tokens_successful,
+            ),
+        )
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +181,7 @@ class UnitEconomicsPeriod:
     costs: payback.UnitCosts
     gpu_hours_by_workload: dict[str, Decimal]
     hourly: list[HourStats]
+    by_mode: dict[str, ModeCosts] = field(default_factory=dict)
     conversions: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -163,6 +238,7 @@ class UnitEconomicsPeriod:
                 }
                 for stats in self.hourly
             ],
+            "by_mode": {mode: costs.as_json() for mode, costs in self.by_mode.items()},
             "conversions": self.conversions,
             "warnings": self.warnings,
         }
@@ -182,6 +258,10 @@ class UnitEconomicsPeriod:
         )
         for tag in ("training", "inference", "unspecified"):
             row[f"{tag}_gpu_hours"] = data["gpu_hours_by_workload"].get(tag, "0")
+        for mode in MODES:
+            figures = data["by_mode"].get(mode)
+            for name in ("cost_per_successful_request", "cost_per_million_successful_tokens"):
+                row[f"{mode}_{name}"] = figures[name]["value"] if figures else None
         return row
 
 
@@ -244,6 +324,7 @@ def period_figures(
         scope_usage(scope, window_start, window_end) if buckets else (0, 0, 0, {})
     )
     latency = scope_latency(scope, window_start, window_end) if usage else {}
+    modes = scope_mode_usage(scope, window_start, window_end) if usage else {}
     total_cost = depreciation + energy + opex
     committed = scope.committed_tokens_per_s
     hourly = []
@@ -317,6 +398,7 @@ def period_figures(
         ),
         gpu_hours_by_workload=by_workload,
         hourly=hourly,
+        by_mode=mode_costs(total_cost, scope.currency, modes),
         conversions=conversions,
         warnings=warnings,
     )

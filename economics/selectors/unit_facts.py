@@ -5,6 +5,7 @@ its latency percentiles per hour, and its GPU-hours by workload tag.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,7 +23,7 @@ from economics.selectors.scopes import Scope
 ZERO = Decimal("0")
 
 # Exact p95 / p99 of time-to-first-token and end-to-end latency per hour, over the successful
-# requests of the given contracts.
+# online requests of the given contracts (batch requests are promised a deadline, not latency).
 HOURLY_LATENCY_SQL = """
 SELECT date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS hour,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms),
@@ -30,11 +31,60 @@ SELECT date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS 
        percentile_cont(0.95) WITHIN GROUP (ORDER BY e2e_ms),
        percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)
 FROM billing_usageevent
-WHERE contract_id = ANY(%(contracts)s) AND status = 'success'
+WHERE contract_id = ANY(%(contracts)s) AND status = 'success' AND mode = 'online'
   AND occurred_at >= %(start)s AND occurred_at < %(end)s
 GROUP BY 1
 ORDER BY 1
 """
+
+
+# Per contract and mode: requests, successes, successful tokens, and the tokens the GPUs
+# computed (input not served from the prompt cache, plus output) for every request that reached
+# them (rejected ones never did).
+MODE_USAGE_SQL = """
+SELECT contract_id, mode,
+       count(*),
+       count(*) FILTER (WHERE status = 'success'),
+       coalesce(sum(input_tokens + output_tokens) FILTER (WHERE status = 'success'), 0),
+       coalesce(
+           sum(input_tokens - cached_input_tokens + output_tokens)
+               FILTER (WHERE status <> 'rejected'),
+           0
+       )
+FROM billing_usageevent
+WHERE contract_id = ANY(%(contracts)s)
+  AND occurred_at >= %(start)s AND occurred_at < %(end)s
+GROUP BY contract_id, mode
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ModeUsage:
+    """One mode's traffic in a scope and period (the scope's share of each contract)."""
+
+    requests_total: int
+    requests_successful: int
+    tokens_successful: int
+    tokens_computed: int
+
+
+def scope_mode_usage(scope: Scope, start: datetime, end: datetime) -> dict[str, ModeUsage]:
+    """Online and batch traffic of the scope's contracts in [start, end), mode by mode."""
+    if not scope.contract_shares:
+        return {}
+    sums: dict[str, list[Decimal]] = defaultdict(lambda: [ZERO, ZERO, ZERO, ZERO])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            MODE_USAGE_SQL, {"contracts": list(scope.contract_shares), "start": start, "end": end}
+        )
+        for contract_id, mode, *values in cursor.fetchall():
+            share = scope.contract_shares[contract_id]
+            for index, value in enumerate(values):
+                sums[mode][index] += value * share
+    return {
+        mode: ModeUsage(*(round(value) for value in values))
+        for mode, values in sorted(sums.items())
+    }
 
 
 def midnight(day: date) -> datetime:

@@ -14,6 +14,8 @@ from inventory.choices import (
     FormFactor,
     GpuHealth,
     IndexSourceKind,
+    MarketplaceBasis,
+    MarketplaceMode,
     NodeStatus,
     OutageCause,
     OutageKind,
@@ -28,6 +30,7 @@ from inventory.models import (
     IndexFixing,
     IndexSource,
     LlmModel,
+    MarketplaceFixing,
     MarketPrice,
     Node,
     Outage,
@@ -204,5 +207,26 @@ IndexFixingFilter.base_filters["from"] = filters.DateFilter(
 )
 
 IndexFixingFilter.base_filters["to"] = filters.DateFilter(
+    field_name="day", lookup_expr="lte", label="Last day (inclusive)"
+)
+
+
+class MarketplaceFixingFilter(filters.FilterSet):
+    """Marketplace fixings by model, mode, currency, basis and a window of days (inclusive)."""
+
+    gpu_model = filters.CharFilter(field_name="gpu_model__slug")
+    mode = filters.MultipleChoiceFilter(choices=MarketplaceMode.choices)
+    currency = filters.CharFilter(lookup_expr="iexact")
+    basis = filters.MultipleChoiceFilter(choices=MarketplaceBasis.choices)
+
+    class Meta:
+        model = MarketplaceFixing
+        fields = {"day": ["exact", "gte", "lte"]}
+
+
+MarketplaceFixingFilter.base_filters["from"] = filters.DateFilter(
+    field_name="day", lookup_expr="gte", label="First day (inclusive)"
+)
+MarketplaceFixingFilter.base_filters["to"] = filters.DateFilter(
     field_name="day", lookup_expr="lte", label="Last day (inclusive)"
 )

@@ -19,6 +19,7 @@ from inventory.models import (
     IndexFixing,
     IndexSource,
     LlmModel,
+    MarketplaceFixing,
     MarketPrice,
     Node,
     Outage,
@@ -437,6 +438,39 @@ class IndexFixingSerializer(serializers.ModelSerializer[IndexFixing]):
             "rate_per_gpu_hour",
             "methodology",
             "owner_count",
+            "explanation",
+            "inputs",
+            "dropped",
+            "computed_at",
+        ]
+        read_only_fields = fields
+
+
+class MarketplaceFixingSerializer(serializers.ModelSerializer[MarketplaceFixing]):
+    """One day's marketplace fixing: its basis, rate, and the trades (or fallback) behind it."""
+
+    gpu_model: serializers.SlugRelatedField[GpuModel] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    rate_per_gpu_hour = serializers.DecimalField(
+        source="rate", max_digits=20, decimal_places=6, read_only=True, allow_null=True
+    )
+    gpu_hours = serializers.DecimalField(max_digits=24, decimal_places=6, read_only=True)
+
+    class Meta:
+        model = MarketplaceFixing
+        fields = [
+            "id",
+            "gpu_model",
+            "mode",
+            "currency",
+            "day",
+            "basis",
+            "rate_per_gpu_hour",
+            "methodology",
+            "trade_count",
+            "gpu_hours",
+            "fallback_fixing",
             "explanation",
             "inputs",
             "dropped",

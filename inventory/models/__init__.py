@@ -8,6 +8,7 @@ from inventory.models.base import TsTzRange, history_user
 from inventory.models.catalog import GpuModel
 from inventory.models.llm import LlmModel
 from inventory.models.market import IndexFixing, IndexSource, MarketPrice
+from inventory.models.marketplace import MarketplaceFixing
 
 __all__ = [
     "Gpu",
@@ -16,6 +17,7 @@ __all__ = [
     "IndexSource",
     "LlmModel",
     "MarketPrice",
+    "MarketplaceFixing",
     "Node",
     "Outage",
     "Site",

@@ -18,6 +18,10 @@ from inventory.services.market import (
     market_price_errors,
     market_prices_record,
 )
+from inventory.services.marketplace_index import (
+    MarketplaceFixingsComputed,
+    marketplace_fixings_record,
+)
 from inventory.services.nodes import node_create, node_delete, node_update
 from inventory.services.outages import (
     outage_check,
@@ -32,6 +36,7 @@ __all__ = [
     "ImportResult",
     "ImportedNode",
     "MarketPricesRecorded",
+    "MarketplaceFixingsComputed",
     "gpu_health_set",
     "gpu_update",
     "index_fixings_compute",
@@ -41,6 +46,7 @@ __all__ = [
     "llm_model_update",
     "market_price_errors",
     "market_prices_record",
+    "marketplace_fixings_record",
     "node_create",
     "node_delete",
     "node_update",

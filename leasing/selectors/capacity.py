@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -30,6 +30,7 @@ from leasing.selectors.free import (
     free_params,
     may_preempt_for,
 )
+from leasing.selectors.index_linked import index_options
 from leasing.selectors.windows import Window
 
 RELIABILITY_DAYS = 90
@@ -103,6 +104,7 @@ class CapacityResult:
     reliability_pct: Decimal
     min_term_hours: int
     preemption_notice_minutes: int | None
+    index_linked: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -375,8 +377,14 @@ def _result(row: Sequence[Any], filters: CapacityFilters) -> CapacityResult:
     )
 
 
-def capacity_search_page(*, filters: CapacityFilters) -> CapacityPage:
-    """One page of offers with free capacity for the whole window, and the total match count."""
+def capacity_search_page(
+    *, filters: CapacityFilters, with_index_options: bool = True
+) -> CapacityPage:
+    """One page of offers with free capacity for the whole window, and the total match count.
+
+    `with_index_options` adds each offer's index-linked option (one more query per page);
+    readers that show no prices to choose from (sizing) leave it out.
+    """
     if filters.ordering.lstrip("-") not in ORDERINGS:
         raise ValidationFailed(
             f"Order by one of {', '.join(ORDERINGS)} (prefix - for descending).",
@@ -402,9 +410,16 @@ def capacity_search_page(*, filters: CapacityFilters) -> CapacityPage:
         total = first[0][-1] if first else 0
     else:
         total = rows[0][-1] if rows else 0
-    return CapacityPage(
-        results=[_result(row, filters) for row in rows], total=total, filters=filters
+    results = [_result(row, filters) for row in rows]
+    if not with_index_options:
+        return CapacityPage(results=results, total=total, filters=filters)
+    options = index_options(
+        {result.offer_id: result.price_per_gpu_hour for result in results},
+        mode=filters.pricing_mode,
+        day=timezone.now().date(),
     )
+    results = [replace(result, index_linked=options.get(result.offer_id)) for result in results]
+    return CapacityPage(results=results, total=total, filters=filters)
 
 
 def capacity_search(*, filters: CapacityFilters) -> list[CapacityResult]:

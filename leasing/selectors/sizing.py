@@ -189,7 +189,7 @@ def _cheapest_offers(
         filters = replace(
             base, gpu_models=[gpu_slug], min_gpus=smallest, offset=offset, limit=_CAPACITY_PAGE
         )
-        page = capacity_search_page(filters=filters)
+        page = capacity_search_page(filters=filters, with_index_options=False)
         for result in page.results:  # cheapest first
             for degree in [d for d in wanted if result.max_free_gpus_on_one_node >= d]:
                 found[degree] = result

@@ -12,6 +12,7 @@ and writes a row of the hold's history.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from core.errors import Conflict, ValidationFailed
+from core.tags import tags_clean
 from core.text import counted
 from leasing.admission import Admission, admit
 from leasing.choices import HoldStatus, LeaseEventKind, PricingMode
@@ -45,10 +47,15 @@ def hold_create(
     request: LeaseRequest,
     quote: Quote | None = None,
     ttl: timedelta | None = None,
+    tags: Mapping[str, str] | None = None,
     actor: str,
     now: datetime | None = None,
 ) -> Hold:
-    """Reserve free GPUs for a short time (holds never preempt: only a lease does)."""
+    """Reserve free GPUs for a short time (holds never preempt: only a lease does).
+
+    `tags` (cost attribution, core.tags limits) pass on to the lease made from the hold.
+    """
+    clean_tags = tags_clean(tags)
     now = now or timezone.now()
     expired_holds_release(now=now)
     ttl = ttl or timedelta(
@@ -83,6 +90,7 @@ def hold_create(
             pricing_mode=request.pricing_mode,
             term_months=request.term_months,
             expires_at=now + ttl,
+            tags=clean_tags,
         )
         allocations_create(
             gpu_ids=placement.gpu_ids,
@@ -108,6 +116,7 @@ def hold_create(
                 "placement": placement.placement,
                 "quote_id": quote.pk if quote is not None else None,
                 "expires_at": hold.expires_at,
+                "tags": clean_tags,
             },
             to_status=hold.status,
         )

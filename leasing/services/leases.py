@@ -7,6 +7,7 @@ in leasing.services.changes; holds in leasing.services.holds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -17,16 +18,16 @@ from django.utils import timezone
 from accounts.models import Organization
 from contracts.choices import ContractStatus
 from contracts.models import Contract
-from contracts.services import contract_activate, contract_create
 from core.errors import Conflict, ValidationFailed
+from core.tags import Tags, tags_clean
 from core.text import counted
-from inventory.selectors import index_fixing_rate
 from leasing.admission import Admission, admit
 from leasing.choices import (
     HoldStatus,
     LeaseEventKind,
     LeaseStatus,
     OfferStatus,
+    PriceBasis,
     PricingMode,
     Workload,
 )
@@ -44,6 +45,7 @@ from leasing.services.allocation import (
 )
 from leasing.services.changes import allocations_preempt
 from leasing.services.history import hold_status_advance, lease_event_record
+from leasing.services.lease_contracts import lease_contract_create
 
 # A window may start a little in the past: clocks differ and requests take time.
 START_SKEW = timedelta(minutes=5)
@@ -126,34 +128,6 @@ def request_from_quote(quote: Quote, *, now: datetime | None = None) -> LeaseReq
 # ---------------------------------------------------------------- leases
 
 
-def _lease_contract(
-    *, customer: Organization, request: LeaseRequest, rate: Decimal, actor: str, now: datetime
-) -> Contract:
-    """The lease's contract, frozen from the offer's template at this moment."""
-    offer = request.offer
-    contract = contract_create(
-        lessor=offer.provider,
-        lessee=customer,
-        term_start=request.start,
-        term_end=request.end,
-        currency=offer.currency,
-        pricing_basis="card_hour",
-        base_rate_per_gpu_hour=rate,
-        committed_gpus=request.gpu_count,
-        leased_model_slug=offer.gpu_model.slug,
-        reference_market_rate=index_fixing_rate(
-            gpu_model_slug=offer.gpu_model.slug,
-            day=request.start.date(),
-            currency=offer.currency,
-            term="on_demand",
-        ),
-        clauses=offer.contract_template,
-        actor=actor,
-        at=now,
-    )
-    return contract_activate(contract=contract, actor=actor, at=max(now, request.start))
-
-
 def _lease_row(
     *,
     customer: Organization,
@@ -163,6 +137,7 @@ def _lease_row(
     placement: str,
     hold: Hold | None,
     workload: str,
+    tags: Tags,
     actor: str,
     now: datetime,
 ) -> Lease:
@@ -187,6 +162,7 @@ def _lease_row(
         status=status,
         placement=placement,
         workload=workload,
+        tags=tags,
     )
     source = f"hold {hold.pk}" if hold is not None else f"offer {request.offer}"
     waiting = (
@@ -217,6 +193,7 @@ def _lease_row(
             "price_per_gpu_hour": rate,
             "placement": placement,
             "workload": workload,
+            "tags": tags,
         },
         to_status=status,
     )
@@ -230,14 +207,26 @@ def lease_create(
     hold: Hold | None = None,
     quote: Quote | None = None,
     workload: str = Workload.UNSPECIFIED,
+    tags: Mapping[str, str] | None = None,
+    price_basis: str = PriceBasis.FIXED,
     actor: str,
     now: datetime | None = None,
 ) -> Lease:
     """Lease from a hold, a quote, or an offer + count + window; creates the contract too.
 
     `workload` (training, inference or unspecified) is set here once; nothing changes it later.
+    So are `tags` (cost attribution, core.tags limits; a lease from a hold without tags of its
+    own takes the hold's): invoices already issued are grouped by them, so they never move.
+    `price_basis` "index_linked" takes the offer's index-linked option instead of the fixed rate.
     """
+    clean_tags = tags_clean(tags)
     now = now or timezone.now()
+    if price_basis not in PriceBasis.values:
+        raise ValidationFailed(
+            f"price_basis is one of {', '.join(PriceBasis.values)}.",
+            code="invalid_price_basis",
+            detail={"field": "price_basis"},
+        )
     if workload not in Workload.values:
         raise ValidationFailed(
             f"workload is one of {', '.join(Workload.values)}.",
@@ -248,7 +237,13 @@ def lease_create(
     with transaction.atomic():
         if hold is not None:
             lease = _lease_from_hold(
-                customer=customer, hold=hold, workload=workload, actor=actor, now=now
+                customer=customer,
+                hold=hold,
+                workload=workload,
+                tags=clean_tags if tags is not None else None,
+                price_basis=price_basis,
+                actor=actor,
+                now=now,
             )
             lease_hooks_run("created", lease, now)
             return lease
@@ -269,14 +264,27 @@ def lease_create(
             )
         )
         lease = _lease_from_request(
-            customer=customer, request=request, workload=workload, actor=actor, now=now
+            customer=customer,
+            request=request,
+            workload=workload,
+            tags=clean_tags,
+            price_basis=price_basis,
+            actor=actor,
+            now=now,
         )
         lease_hooks_run("created", lease, now)
         return lease
 
 
 def _lease_from_request(
-    *, customer: Organization, request: LeaseRequest, workload: str, actor: str, now: datetime
+    *,
+    customer: Organization,
+    request: LeaseRequest,
+    workload: str,
+    tags: Tags,
+    price_basis: str,
+    actor: str,
+    now: datetime,
 ) -> Lease:
     interruptible = request.pricing_mode == PricingMode.INTERRUPTIBLE
     placement = place(
@@ -290,7 +298,14 @@ def _lease_from_request(
     rate, _ = rate_for(
         offer_prices(request.offer), mode=request.pricing_mode, term_months=request.term_months
     )
-    contract = _lease_contract(customer=customer, request=request, rate=rate, actor=actor, now=now)
+    contract, rate = lease_contract_create(
+        customer=customer,
+        request=request,
+        rate=rate,
+        actor=actor,
+        now=now,
+        price_basis=price_basis,
+    )
     lease = _lease_row(
         customer=customer,
         request=request,
@@ -299,6 +314,7 @@ def _lease_from_request(
         placement=placement.placement,
         hold=None,
         workload=workload,
+        tags=tags,
         actor=actor,
         now=now,
     )
@@ -340,7 +356,14 @@ def _lease_from_request(
 
 
 def _lease_from_hold(
-    *, customer: Organization, hold: Hold, workload: str, actor: str, now: datetime
+    *,
+    customer: Organization,
+    hold: Hold,
+    workload: str,
+    tags: Tags | None,
+    price_basis: str,
+    actor: str,
+    now: datetime,
 ) -> Lease:
     hold = hold_lock(hold)
     if hold.customer_id != customer.pk:
@@ -357,7 +380,14 @@ def _lease_from_hold(
     rate, _ = rate_for(
         offer_prices(hold.offer), mode=hold.pricing_mode, term_months=hold.term_months
     )
-    contract = _lease_contract(customer=customer, request=request, rate=rate, actor=actor, now=now)
+    contract, rate = lease_contract_create(
+        customer=customer,
+        request=request,
+        rate=rate,
+        actor=actor,
+        now=now,
+        price_basis=price_basis,
+    )
     node_count = len({allocation.node_id for allocation in allocations})
     lease = _lease_row(
         customer=customer,
@@ -367,6 +397,7 @@ def _lease_from_hold(
         placement="single_node" if node_count == 1 else "multi_node",
         hold=hold,
         workload=workload,
+        tags=hold.tags if tags is None else tags,
         actor=actor,
         now=now,
     )

@@ -26,12 +26,14 @@ from core.errors import (
     SemanticError,
     raise_if_any,
 )
+from core.tags import tags_clean
 from inventory.models import GpuModel, Node, Site
 from inventory.rules import currency_errors
 from leasing.choices import OfferStatus
 from leasing.locks import offer_lock, sla_offering_lock
 from leasing.models import Offer, SlaOffering, SlaSubscription
 from leasing.pricing import ladder_from_json
+from leasing.selectors.index_linked import index_linked_terms_errors
 
 OFFER_FIELDS = (
     "name",
@@ -44,6 +46,7 @@ OFFER_FIELDS = (
     "available_from",
     "available_until",
     "contract_template",
+    "index_linked_terms",
     "status",
 )
 
@@ -51,6 +54,10 @@ SLA_OFFERING_FIELDS = (
     "served_model_name",
     "price_per_million_input_tokens",
     "price_per_million_output_tokens",
+    "price_per_million_cached_input_tokens",
+    "batch_price_per_million_input_tokens",
+    "batch_price_per_million_output_tokens",
+    "batch_completion_hours",
     "currency",
     "availability_slo_pct",
     "ttft_p95_ms",
@@ -145,6 +152,7 @@ def _offer_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
     if values["min_term_hours"] < 1:
         errors.append(FieldError("min_term_hours", "invalid", "At least one hour."))
     errors += _template_errors(values["contract_template"])
+    errors += index_linked_terms_errors(values["index_linked_terms"], values["contract_template"])
     return errors
 
 
@@ -162,6 +170,7 @@ def _offer_defaults() -> dict[str, Any]:
         "available_from": timezone.now(),
         "available_until": None,
         "contract_template": [],
+        "index_linked_terms": None,
         "status": OfferStatus.PUBLISHED,
     }
 
@@ -286,6 +295,40 @@ def offer_delete(*, offer: Offer) -> None:
 # ------------------------------------------------------------------ SLA offerings
 
 
+def _token_tier_errors(values: Mapping[str, Any]) -> list[FieldError]:
+    """A cached-input price and a batch tier (both prices and a completion deadline, or none)."""
+    errors: list[FieldError] = []
+    for name in (
+        "price_per_million_cached_input_tokens",
+        "batch_price_per_million_input_tokens",
+        "batch_price_per_million_output_tokens",
+    ):
+        errors += _positive(name, values.get(name), allow_zero=True)
+    batch = [
+        values.get(name)
+        for name in (
+            "batch_price_per_million_input_tokens",
+            "batch_price_per_million_output_tokens",
+            "batch_completion_hours",
+        )
+    ]
+    if any(value is not None for value in batch) and any(value is None for value in batch):
+        errors.append(
+            FieldError(
+                "batch_completion_hours",
+                "incomplete_batch_tier",
+                "A batch tier needs batch_price_per_million_input_tokens,"
+                " batch_price_per_million_output_tokens and batch_completion_hours together.",
+            )
+        )
+    hours = values.get("batch_completion_hours")
+    if hours is not None and hours <= 0:
+        errors.append(
+            FieldError("batch_completion_hours", "invalid", "The deadline must be positive.")
+        )
+    return errors
+
+
 def _sla_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
     """Rules of an SLA offering's prices, SLOs and clauses."""
     errors = _positive(
@@ -296,6 +339,7 @@ def _sla_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
         values["price_per_million_output_tokens"],
         allow_zero=True,
     )
+    errors += _token_tier_errors(values)
     errors += currency_errors("currency", values["currency"])
     availability = values["availability_slo_pct"]
     if not Decimal(0) < availability <= Decimal(100):
@@ -415,17 +459,35 @@ def sla_subscription_check(*, offering: SlaOffering, contract: Contract) -> None
 
 
 @transaction.atomic
-def sla_subscription_create(*, offering: SlaOffering, contract: Contract) -> SlaSubscription:
+def sla_subscription_create(
+    *, offering: SlaOffering, contract: Contract, tags: Mapping[str, str] | None = None
+) -> SlaSubscription:
     """Link a token-SLA contract to the SLA offering of its lessor, in its currency, once.
+
+    The offering's cached-input and batch prices are frozen on the link (the contract froze its
+    input and output rates); `tags` attribute the contract's token costs (core.tags limits).
 
     Errors: 422 contract_not_token_sla / offering_of_another_provider / currency_mismatch;
     409 contract_already_subscribed (also when a concurrent link wins the unique contract).
     """
+    clean_tags = tags_clean(tags)
     sla_subscription_check(offering=offering, contract=contract)
     try:
         # A savepoint, so that losing the race leaves the caller's transaction usable.
         with transaction.atomic():
-            return SlaSubscription.objects.create(offering=offering, contract=contract)
+            return SlaSubscription.objects.create(
+                offering=offering,
+                contract=contract,
+                tags=clean_tags,
+                price_per_million_cached_input_tokens=(
+                    offering.price_per_million_cached_input_tokens
+                ),
+                batch_price_per_million_input_tokens=offering.batch_price_per_million_input_tokens,
+                batch_price_per_million_output_tokens=(
+                    offering.batch_price_per_million_output_tokens
+                ),
+                batch_completion_hours=offering.batch_completion_hours,
+            )
     except IntegrityError as error:
         if not SlaSubscription.objects.filter(contract_id=contract.pk).exists():
             raise

@@ -221,6 +221,8 @@ def _breakdown(
         "reliability_pct": str(candidate.reliability_pct),
         # The clauses a lease of this quote would be created with, frozen at quote time.
         "contract_terms": offer.contract_template,
+        # The index-linked option beside the fixed price (lease with price_basis index_linked).
+        "index_linked": candidate.index_linked,
         "min_term_hours": offer.min_term_hours,
         "preemption_notice_minutes": (
             offer.preemption_notice_minutes

@@ -16,6 +16,7 @@ from contracts.models import ContractEvent
 from contracts.services import contract_activate
 from tests.billing.invoice_factories import make_issued_invoice
 from tests.contracts.factories import h200_contract
+from tests.factories import OrganizationFactory, ProviderFactory
 
 try:
     from billing.services.invoices import invoice_generate, invoice_rate_draft  # noqa: F401
@@ -79,7 +80,27 @@ def test_the_changelist_lists_invoices_with_filters_and_document_links(operator_
     assert invoice.number in html
     assert invoice.contract.number in html
     assert f"/admin/billing/invoice/{invoice.pk}/pdf/" in html
-    assert "By status" in html and "By currency" in html and "By customer" in html
+    assert "By status" in html and "By currency" in html
+
+
+def test_the_by_issuer_filter_lists_providers_and_by_customer_customers_only(
+    operator_client, invoice, provider, customer
+):
+    other = make_issued_invoice(
+        ProviderFactory(name="Second Provider", slug="second-provider"),
+        OrganizationFactory(name="Second Customer", slug="second-customer"),
+        contract=None,
+    )
+    filters = page(operator_client.get(CHANGELIST)).split('id="changelist-filter"', 1)[1]
+    by_issuer = filters.split("By issuer", 1)[1].split("By customer", 1)[0]
+    by_customer = filters.split("By customer", 1)[1].split("</details>", 1)[0]
+    assert provider.name in by_issuer and "Second Provider" in by_issuer
+    assert customer.name not in by_issuer and "Second Customer" not in by_issuer
+    assert customer.name in by_customer and "Second Customer" in by_customer
+    assert provider.name not in by_customer and "Second Provider" not in by_customer
+    # Money reads in its currency's format, never as a four-place decimal.
+    html = page(operator_client.get(CHANGELIST))
+    assert f"${other.total:,.2f}" in html and f"{other.total:f}" not in html
 
 
 def test_the_changelist_searches_by_contract_number(operator_client, invoice, provider, customer):
@@ -199,8 +220,9 @@ def test_finalize_numbers_a_draft_past_its_grace_and_queues_its_delivery(
     assert draft.status == InvoiceStatus.FINALIZED
     assert draft.number
     assert f"Finalized {draft.number}; it is being delivered" in page(response)
-    # The invoice's delivery, and the webhook dispatcher's kick for its invoice.issued event.
-    assert len(delivery) == 2
+    # The invoice's delivery, the webhook dispatcher's kick for its invoice.issued event, and
+    # the evaluation of its customer's budgets.
+    assert len(delivery) == 3
 
 
 @needs_rating

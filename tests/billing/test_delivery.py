@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from accounts.services import billing_profile_update
 from billing.models import BillingRun, BillingRunKind, Invoice, InvoiceStatus, LineKind
 from billing.rendering import (
     ascii_safe,
+    credit_note_html,
     credit_note_pdf,
     format_money,
     invoice_document,
@@ -144,6 +146,29 @@ def test_a_credit_note_renders_as_pdf(invoice):
     assert invoice.number in text
     assert "Reason: Outage - goodwill" in text
     assert "Total credited 100.00 USD" in text
+
+
+def test_a_credit_note_names_both_parties_from_their_billing_profiles(invoice):
+    for organization, name, tax_id in (
+        (invoice.issuer, "Lessor Compute GmbH", "DE123456789"),
+        (invoice.customer, "Lessee Labs Ltd", "GB 123 4567 89"),
+    ):
+        billing_profile_update(
+            organization=organization,
+            changes={
+                "legal_name": name,
+                "address_line1": "1 Main Street",
+                "city": "Berlin",
+                "country": "DE",
+                "tax_id": tax_id,
+            },
+        )
+    note = credit_note_issue(invoice=invoice, amount=Decimal("10.00"), reason="r", actor="ops")
+    text = pdf_text(credit_note_pdf(note, compress=False))
+    html = credit_note_html(note)
+    for shown in ("Lessor Compute GmbH", "Lessee Labs Ltd", "Tax id: DE123456789", "Germany"):
+        assert shown in text and shown in html
+    assert "Credit to" in text
 
 
 # ---------------------------------------------------------------- PDF storage

@@ -13,11 +13,13 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import F, Sum
 from django.utils import timezone
 
+from accounts.models import Organization
 from billing.demo import OFFER_NAME, simulated_months
 from billing.models import (
+    ISSUED_STATUSES,
     BillingRun,
     CommissionCharge,
     FundsAlert,
@@ -78,6 +80,21 @@ def event_kinds(line: InvoiceLine) -> list[str]:
 
 def billed_tokens(invoice: Invoice, kind: str) -> int:
     return int(invoice.lines.get(kind=kind).inputs["tokens"])
+
+
+def token_line_sums(**filters: Any) -> dict[str, int]:
+    """The tokens each token line kind bills, from the successful events (the demo offering
+    prices cache hits and has a batch tier, so every kind stands apart)."""
+    success = UsageEvent.objects.filter(status="success", **filters)
+    online, batch = success.filter(mode="online"), success.filter(mode="batch")
+    uncached = Sum(F("input_tokens") - F("cached_input_tokens"))
+    return {
+        "input_tokens": online.aggregate(n=uncached)["n"] or 0,
+        "cached_input_tokens": success.aggregate(n=Sum("cached_input_tokens"))["n"] or 0,
+        "output_tokens": online.aggregate(n=Sum("output_tokens"))["n"] or 0,
+        "batch_input_tokens": batch.aggregate(n=uncached)["n"] or 0,
+        "batch_output_tokens": batch.aggregate(n=Sum("output_tokens"))["n"] or 0,
+    }
 
 
 def token_sums(**filters: Any) -> tuple[int, int]:
@@ -171,22 +188,22 @@ def test_three_months_are_billed_on_seeding_and_seeding_again_changes_nothing(
             "occurred_at__gte": invoice.period_start,
             "occurred_at__lt": invoice.period_end,
         }
-        billed = token_sums(status="success", is_late=False, **period)
-        assert billed_tokens(invoice, "input_tokens") == billed[0]
-        assert billed_tokens(invoice, "output_tokens") == billed[1]
-        assert token_sums(**period)[0] > billed[0]  # failed and late ones were reported too
+        billed = token_line_sums(is_late=False, **period)
+        assert {kind: billed_tokens(invoice, kind) for kind in billed} == billed
+        assert all(billed.values())  # cache hits and batch requests are billed apart
+        on_time = token_sums(status="success", is_late=False, **period)[0]
+        assert token_sums(**period)[0] > on_time  # failed and late ones were reported too
     assert UsageEvent.objects.filter(contract=tokens, status="timeout").exists()
     assert UsageEvent.objects.filter(contract=tokens, status="error").exists()
     assert UsageEvent.objects.filter(contract=tokens, status="rejected").exists()
     # ...and usage that arrived after its month was billed is billed on the next invoice.
     first_tokens, second_tokens, _ = invoices[tokens]
-    late = token_sums(contract=tokens, is_late=True, status="success")
-    assert late[0] > 0
+    late = token_line_sums(contract=tokens, is_late=True)
+    assert late["input_tokens"] > 0
     assert not first_tokens.lines.filter(kind__startswith="late_").exists()
-    assert (
-        billed_tokens(second_tokens, "late_input_tokens"),
-        billed_tokens(second_tokens, "late_output_tokens"),
-    ) == late
+    assert {
+        kind: billed_tokens(second_tokens, f"late_{kind}") for kind, count in late.items() if count
+    } == {kind: count for kind, count in late.items() if count}
     # The second month's incident cost the provider an SLA credit on the token contract too.
     assert second_tokens.lines.filter(kind=LineKind.SLA_CREDIT).exists()
     assert not first_tokens.lines.filter(kind=LineKind.SLA_CREDIT).exists()
@@ -288,3 +305,37 @@ def test_the_demo_bills_whatever_day_it_is_seeded(now: datetime, first: datetime
     assert lines.filter(events__kind=EventKind.PRICE_STEP).count() == 2
     years = set(Invoice.objects.values_list("sequence_year", flat=True))
     assert years == {first.year, now.year}
+
+
+def test_a_cost_report_over_a_demo_month_sums_to_its_invoices_and_shows_batch_and_cache(
+    client_for: Any,
+) -> None:
+    seed()
+    customer = Organization.objects.get(slug="demo-customer")
+    client = client_for(customer)
+    _, _, tokens = demo_contracts()
+    first = finalized(tokens)[0]
+    # The token invoice bills batch and cached tokens on lines of their own, with their reasons.
+    lines = {line.kind: line for line in first.lines.all()}
+    assert "prompt cache" in lines["cached_input_tokens"].description
+    assert "batch tier: requests completed within 24 h" in lines["batch_input_tokens"].description
+    month = f"{first.period_start:%Y-%m}"
+    month_invoices = list(
+        Invoice.objects.filter(
+            customer=customer,
+            status__in=ISSUED_STATUSES,
+            period_start__year=first.period_start.year,
+            period_start__month=first.period_start.month,
+        )
+    )
+    assert len(month_invoices) >= 2  # the token contract's and the leases'
+    for group_by in ("tag:team", "tag:project", "contract", "model", "mode"):
+        response = client.get("/api/v1/cost-reports/", {"group_by": group_by, "period": month})
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert sum(Decimal(row["total"]) for row in body["rows"]) == sum(
+            invoice.total for invoice in month_invoices
+        ), group_by
+        assert {row["number"] for row in body["invoices"]} == {i.number for i in month_invoices}
+    teams = client.get("/api/v1/cost-reports/", {"group_by": "tag:team", "period": month}).json()
+    assert {row["group"] for row in teams["rows"]} >= {"research", "search", "ads"}

@@ -19,6 +19,7 @@ from django.test import Client
 from django_celery_beat.models import PeriodicTask
 
 from accounts.models import Organization
+from accounts.services import billing_profile_update
 from billing.models import (
     AccountKind,
     Invoice,
@@ -394,10 +395,23 @@ def test_the_statement_pdf_shows_the_months_figures_and_the_payout(
 ) -> None:
     payout_run(now=RUN_AT)
     statement = ProviderStatement.objects.get()
+    billing_profile_update(
+        organization=provider,
+        changes={
+            "legal_name": "Provider Compute Pty Ltd",
+            "address_line1": "1 Collins Street",
+            "city": "Melbourne",
+            "country": "AU",
+            "tax_id": "ABN 51 824 753 556",
+        },
+    )
     text = statement_pdf(statement, compress=False).decode("latin-1")
     for shown in (
         "PROVIDER STATEMENT",
         provider.name,
+        "Statement for",
+        "Provider Compute Pty Ltd",
+        "Tax id: ABN 51 824 753 556",
         "2026-02-01 to 2026-03-01",
         "114,278.40 USD",
         "-11,313.56 USD",

@@ -441,8 +441,11 @@ def test_a_batch_committed_just_after_finalization_is_still_billed(
     finally:
         blocker.rollback()
         blocker.close()
-        thread.join(timeout=30)
-    cycler.join(timeout=30)
+        thread.join(timeout=120)
+    cycler.join(timeout=120)
+    # Both threads are done before the test ends: a thread still inside the cycle when the
+    # database is flushed deadlocks the flush (seen under a loaded machine with 30 s joins).
+    assert not thread.is_alive() and not cycler.is_alive()
     assert [outcome.accepted for outcome in outcomes] == [1]
     billing_cycle_run(now=at(3, 1, 2), deliver=False)
     billed_input = sum(

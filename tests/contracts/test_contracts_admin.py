@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 import pytest
 import time_machine
 from django.contrib.auth import get_user_model
 
-from contracts.choices import ContractStatus, EventKind
+from contracts.choices import ContractStatus, EndReason, EventKind
 from contracts.models import Contract, ContractEvent
-from contracts.services import contract_activate
+from contracts.services import contract_activate, contract_transition
 from tests.contracts.factories import ACCEPTANCE_TOKENS, EXIT_3_MONTHS, h200_contract
 
 pytestmark = pytest.mark.django_db
@@ -22,6 +21,16 @@ def admin_client(client):
     user = get_user_model().objects.create_superuser("root", "root@example.test", "pw")
     client.force_login(user)
     return client
+
+
+def clause_inputs(index, kind, params):
+    """The clause form's typed inputs for one clause (contracts.admin_clauses), as posted."""
+    inputs = {f"clauses-{index}-kind": kind}
+    for parameter, value in params.items():
+        if parameter == "ladder":
+            value = "\n".join(f"{rung['below_pct']} {rung['credit_pct']}" for rung in value)
+        inputs[f"clauses-{index}-{kind}__{parameter}"] = value
+    return inputs
 
 
 def add_form(provider, customer, clause_params):
@@ -43,8 +52,7 @@ def add_form(provider, customer, clause_params):
         "clauses-INITIAL_FORMS": "0",
         "clauses-MIN_NUM_FORMS": "0",
         "clauses-MAX_NUM_FORMS": "1000",
-        "clauses-0-kind": "exit_terms",
-        "clauses-0-params": json.dumps(clause_params),
+        **clause_inputs(0, "exit_terms", clause_params),
         "acceptance_runs-TOTAL_FORMS": "0",
         "acceptance_runs-INITIAL_FORMS": "0",
         "events-TOTAL_FORMS": "0",
@@ -69,8 +77,55 @@ def test_the_admin_shows_clause_parameter_errors_per_field(admin_client, provide
         "/admin/contracts/contract/add/", add_form(provider, customer, params)
     )
     assert response.status_code == 200
-    assert "fee_months" in response.content.decode()
+    clause_form = response.context["inline_admin_formsets"][0].formset.forms[0]
+    assert clause_form.errors["exit_terms__fee_months"] == ["required when fee is months_of_rent"]
     assert Contract.objects.count() == 0
+
+
+def test_the_clause_form_has_typed_inputs_per_kind_not_a_json_box(admin_client):
+    page = admin_client.get("/admin/contracts/contract/add/").content.decode()
+    assert 'name="clauses-__prefix__-params"' not in page
+    # A choice from the schema's Literal, a bounded number, the triggers as checkboxes.
+    assert 'name="clauses-__prefix__-exit_terms__fee"' in page
+    assert '<option value="months_of_rent">months of rent</option>' in page
+    assert 'name="clauses-__prefix__-exit_terms__fee_pct"' in page and 'max="100"' in page
+    assert 'type="checkbox" name="clauses-__prefix__-exit_terms__fee_free_triggers"' in page
+    assert 'name="clauses-__prefix__-sla_credits__ladder"' in page
+
+
+def test_an_sla_ladder_is_entered_one_rung_per_line_and_checked_by_the_schema(
+    admin_client, provider, customer
+):
+    exit_params = {k: v for k, v in EXIT_3_MONTHS.items() if k != "kind"}
+    form = {
+        **add_form(provider, customer, exit_params),
+        "clauses-TOTAL_FORMS": "2",
+        **clause_inputs(
+            1,
+            "sla_credits",
+            {
+                "availability_target_pct": "99.9",
+                "ladder": [
+                    {"below_pct": "99.9", "credit_pct": "10"},
+                    {"below_pct": "99.5", "credit_pct": "5"},
+                ],
+            },
+        ),
+    }
+    refused = admin_client.post("/admin/contracts/contract/add/", form)
+    assert refused.status_code == 200
+    sla_form = refused.context["inline_admin_formsets"][0].formset.forms[1]
+    assert "must not decrease down the ladder" in str(sla_form.errors["sla_credits__ladder"])
+    assert not Contract.objects.exists()
+
+    form["clauses-1-sla_credits__ladder"] = "99.9 5\n99.5 10"
+    saved = admin_client.post("/admin/contracts/contract/add/", form)
+    assert saved.status_code == 302, saved.content.decode()[:3000]
+    ladder = Contract.objects.get().clauses.get(kind="sla_credits").params["ladder"]
+    assert ladder == [
+        {"below_pct": "99.9", "credit_pct": "5"},
+        {"below_pct": "99.5", "credit_pct": "10"},
+    ]
 
 
 @time_machine.travel(datetime(2026, 11, 1, tzinfo=UTC), tick=False)
@@ -130,3 +185,39 @@ def test_the_contract_change_page_shows_the_timeline_and_history(admin_client, p
     assert "Give notice" in page
     history = admin_client.get(f"/admin/contracts/contract/{contract.pk}/history/")
     assert history.status_code == 200
+
+
+def test_a_live_contract_offers_save_but_no_delete_and_an_ended_one_neither(
+    admin_client, provider, customer
+):
+    contract = contract_activate(
+        contract=h200_contract(provider, customer), actor="ops", at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    url = f"/admin/contracts/contract/{contract.pk}/"
+    live = admin_client.get(f"{url}change/").content.decode()
+    assert 'name="_save"' in live  # a live contract is amended: every change is a new version
+    assert f"{url}delete/" not in live
+    assert "never deleted: give notice or terminate it instead" in live
+    assert admin_client.post(f"{url}delete/", {"post": "yes"}).status_code == 403
+
+    contract_transition(
+        contract=contract,
+        to_status=ContractStatus.ENDED,
+        end_reason=EndReason.TERMINATED,
+        reason="test",
+        actor="ops",
+    )
+    contract.refresh_from_db()
+    ended = admin_client.get(f"{url}change/").content.decode()
+    assert 'name="_save"' not in ended and f"{url}delete/" not in ended
+    assert "This contract has ended" in ended
+    assert "/give-notice/" not in ended and "/terminate/" not in ended
+    refused = admin_client.post(f"{url}change/", {"term_end_0": "2030-01-01"})
+    assert refused.status_code == 403
+    assert Contract.objects.get(pk=contract.pk).version == contract.version
+
+
+def test_a_draft_contract_may_be_deleted(admin_client, provider, customer):
+    draft = h200_contract(provider, customer)
+    page = admin_client.get(f"/admin/contracts/contract/{draft.pk}/change/").content.decode()
+    assert f"/admin/contracts/contract/{draft.pk}/delete/" in page

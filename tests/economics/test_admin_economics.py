@@ -16,7 +16,14 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from economics.models import AssetMonth, AssetPayback, EconomicsRun, FxRate
+from economics.models import (
+    AssetMonth,
+    AssetPayback,
+    CapacitySignal,
+    EconomicsRun,
+    FxRate,
+    SignalLevel,
+)
 from economics.services.assets import asset_economics_refresh
 from economics.services.runs import economics_run
 from inventory.models import Node
@@ -122,14 +129,18 @@ def test_the_fleet_shows_each_nodes_economics_and_filters(
 
     html = page(operator_client.get(FLEET))
 
-    assert "300,000.00 USD" in html
+    assert "$300,000.00" in html
     assert "paid back in month 1 (2027-01)" in html
     assert "paid back in month 2 (2027-02)" in html
-    assert f"projected in {dear.projected_payback_months} months" in html
-    assert "no projection (trailing net cash flow not positive)" in html
-    assert f"{dear.cumulative_net_cash_flow:,.2f} USD" in html
+    projected = dear.projected_payback_months.quantize(Decimal("0.1")).normalize()
+    to_go = (dear.projected_payback_months - dear.months_of_life).quantize(Decimal("0.1"))
+    assert f"month {projected:f} ({to_go.normalize():f} to go)" in html
+    assert "no projection" in html
+    assert f"${dear.cumulative_net_cash_flow:,.2f}".replace("$-", "-$") in html
     assert f"{dear.roi_to_date * 100:,.2f} %" in html
-    assert f"{dear.book_value:,.2f} USD" in html
+    assert f"${dear.book_value:,.2f}" in html
+    # Every figure in the columns has its legend above the list.
+    assert 'id="legend"' in html and "ROI to date:" in html and "0 % at payback" in html
     assert "By site" in html and "By gpu model" in html and "By status" in html
     assert "Recompute economics now" in html
 
@@ -205,6 +216,9 @@ def test_the_asset_page_shows_the_chart_the_payback_and_every_month(
     assert f"{months[-1].cumulative_net_cash_flow:,.2f}" in html
     assert january.revenue_detail["documents"][0] in html
     assert "Break-even rate" in html and "ROI to date" in html
+    # Every figure has its meaning beside it: the payback table's and the months' legends.
+    assert "0 % at payback, positive after" in html
+    assert "revenue - energy - opex - depreciation" in html
     assert 'name="_save"' not in html
     assert f"/admin/inventory/node/{node.pk}/change/" in html
 
@@ -255,7 +269,7 @@ def test_the_asset_page_shows_fx_conversions_and_warnings_per_month(
     asset_economics_refresh(now=at(2, 1, 3))
 
     html = page(operator_client.get(url))
-    assert "revenue: 10,137.60 USD → 9,123.84 EUR at 0.9 (USD/EUR of 2027-01-01)" in html
+    assert "revenue: $10,137.60 → €9,123.84 at 0.9 (USD/EUR of 2027-01-01)" in html
     assert "power_price: " in html
     assert "not converted to EUR" not in html
     assert "Months (EUR)" in html
@@ -279,7 +293,7 @@ def test_recompute_now_refreshes_the_selected_nodes_only(
             follow=True,
         )
 
-    assert "Recomputed the economics of 1 node(s): 4 month(s)." in page(response)
+    assert "Recomputed the economics of 1 node: 4 months." in page(response)
     assert AssetMonth.objects.filter(node=node).count() == 4
     assert AssetPayback.objects.filter(node=node).exists()
     assert not AssetMonth.objects.filter(node=other).exists()
@@ -415,10 +429,14 @@ def test_capacity_signals_list_the_most_severe_pool_first(
     response = operator_client.get("/admin/economics/capacitysignal/")
 
     assert response.status_code == 200
-    html = page(response)
-    busy_site, idle_site = str(fleet["dear"].site), str(fleet["idle"].site)
-    assert html.index("Act now") < html.index(">OK<")
-    assert html.index(f">{busy_site}<") < html.index(f">{idle_site}<")
+    html = page(response).split('id="result_list"', 1)[1]  # the rows, after the legend
+    busy, idle = fleet["dear"], fleet["idle"]
+    # Level and "raised" read as one phrase that cannot contradict itself.
+    assert html.index("Act now (raised)") < html.index("OK (not raised)")
+    busy_pool = f">{busy.gpu_model.name} at {busy.site.name}<"
+    idle_pool = f">{idle.gpu_model.name} at {idle.site.name}<"
+    assert html.index(busy_pool) < html.index(idle_pool)
+    assert "utilization is OK, but quotes refused" in page(response)  # the legend
     assert "By level" in html and "By raised" in html and "By evaluated on" in html
     assert "By site" in html
     assert operator_client.get("/admin/economics/capacitysignal/add/").status_code == 403
@@ -454,3 +472,14 @@ def test_economics_runs_list_and_show_unattributed_revenue(
     assert "token contract not linked to an SLA offering" in html
     assert "INV-&lt;b&gt;7&lt;/b&gt;" in html
     assert "<b>7</b>" not in html
+
+
+def test_a_capacity_signals_page_says_its_level_and_raised_in_one_phrase(
+    operator_client: Any, fleet: dict[str, Node]
+) -> None:
+    economics_run(now=AFTER_MARCH)
+    signal = CapacitySignal.objects.filter(level=SignalLevel.ACT_NOW).first()
+    assert signal is not None
+    html = page(operator_client.get(f"/admin/economics/capacitysignal/{signal.pk}/change/"))
+    assert "Act now (raised)" in html
+    assert 'name="_save"' not in html

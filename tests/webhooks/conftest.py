@@ -31,6 +31,8 @@ ALL_TYPES = [
     "credit_note.issued",
     "usage.events_rejected",
     "capacity_signal.raised",
+    "budget.threshold_crossed",
+    "usage.alert",
     "balance.low",
 ]
 

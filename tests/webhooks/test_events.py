@@ -8,13 +8,18 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import time_machine
+from celery import current_app
 from django.utils import timezone
 
 from accounts.models import Organization
 from billing.models import GrantKind, InvoiceStatus
+from billing.services.budgets import budget_create
 from billing.services.documents import credit_note_issue, invoice_mark_paid
 from billing.services.funds_policy import funds_policies_evaluate, funds_policy_set
 from billing.services.grants import credit_grant_create
+from billing.services.usage_alerts import usage_alert_rule_create
+from billing.tasks import evaluate_budgets, evaluate_usage_alerts, ingest_rollup_refresh
 from contracts import engine
 from contracts.services import contract_activate, contract_price_steps_apply, contract_transition
 from core.event_types import EVENT_TYPES
@@ -23,6 +28,7 @@ from economics.services.signals import capacity_signals_evaluate
 from inventory.models import GpuModel
 from leasing.models import Lease, QuoteShortfall
 from leasing.services.changes import leases_end_due
+from tests.billing.budget_factories import JUNE_15, subscribed
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
 from tests.conftest import ClientFor
@@ -269,6 +275,73 @@ def test_a_raised_capacity_signal_is_sent_once_per_day_to_the_provider(
     assert signal["level"] == "act_now"
     assert signal["site_id"] == busy_node.site_id
     assert OutboxEvent.objects.filter(type="capacity_signal.raised").count() == 1
+
+
+def test_a_usage_batch_crosses_budget_thresholds_and_fires_a_usage_alert(
+    receiver: Receiver,
+    client_for: ClientFor,
+    provider: Organization,
+    customer: Organization,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+):
+    sent: list[tuple[str, list[Any], dict[str, Any]]] = []
+
+    def send_task(name: str, args: Any = (), kwargs: Any = None, **options: Any) -> None:
+        sent.append((name, list(args or ()), dict(kwargs or {})))
+
+    monkeypatch.setattr(current_app, "send_task", send_task)  # the broker, a network edge
+    ours = listen(customer, receiver)
+    with time_machine.travel(JUNE_15 + timedelta(minutes=10), tick=True):
+        contract = subscribed(provider, customer)  # TTFT p95 SLO 400 ms
+        budget_create(
+            organization=customer,
+            name="Tokens",
+            amount=Decimal(10),
+            currency="USD",
+            action="alert",
+        )
+        usage_alert_rule_create(organization=customer, kind="ttft_p95_over_slo")
+        slow = [
+            event(
+                f"slow-{i}",
+                contract,
+                JUNE_15 - timedelta(minutes=30 - i),
+                input_tokens=10_000_000,
+                output_tokens=2_000_000,
+                ttft_ms=900.0,
+            )
+            for i in range(2)
+        ]
+        with django_capture_on_commit_callbacks(execute=True):
+            posted = client_for(provider).post(
+                "/api/v1/usage/events/", {"events": slow}, format="json"
+            )
+        assert posted.status_code in (200, 201), posted.json()
+        # What the workers do with the messages: the ingest queue's refresh, then its follow-ups.
+        for name, args, kwargs in list(sent):
+            if name == "billing.ingest_rollup_refresh":
+                with django_capture_on_commit_callbacks(execute=True):
+                    ingest_rollup_refresh.run(*args, **kwargs)
+        followed = {name: kwargs for name, _, kwargs in sent}
+        evaluate_budgets.run(**followed["billing.evaluate_budgets"])
+        evaluate_usage_alerts.run(**followed["billing.evaluate_usage_alerts"])
+        pump()
+        found = heard(receiver, ours)
+    crossed = of_type(found, "budget.threshold_crossed")
+    assert [(c["threshold_pct"], c["spend"], c["month"]) for c in crossed] == [
+        (50, "16.00", "2026-06"),
+        (80, "16.00", "2026-06"),
+        (100, "16.00", "2026-06"),
+    ]
+    assert crossed[0]["explanation"].startswith("Budget 'Tokens' for Acme AI")
+    [alert] = of_type(found, "usage.alert")
+    assert (alert["kind"], alert["contract_id"], alert["limit"]) == (
+        "ttft_p95_over_slo",
+        contract.pk,
+        "400.000",
+    )
+    assert "TTFT p95 was over 400 ms" in alert["explanation"]
 
 
 def test_a_low_balance_warns_the_customer_once_a_day_with_the_days_left(

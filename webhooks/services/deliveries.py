@@ -92,16 +92,15 @@ def outbox_fan_out(*, now: datetime, limit: int) -> tuple[int, int]:
     return len(events), len(created)
 
 
-def _claim_due(now: datetime, limit: int) -> list[tuple[int, str]]:
+def _claim_due(now: datetime, limit: int, endpoint_id: int | None = None) -> list[tuple[int, str]]:
     """Give each due delivery of an enabled endpoint a new claim, leased until now + CLAIM."""
+    due_deliveries = Delivery.objects.filter(
+        status=DeliveryStatus.PENDING, next_attempt_at__lte=now, endpoint__enabled=True
+    )
+    if endpoint_id is not None:
+        due_deliveries = due_deliveries.filter(endpoint_id=endpoint_id)
     due = list(
-        Delivery.objects.filter(
-            status=DeliveryStatus.PENDING,
-            next_attempt_at__lte=now,
-            endpoint__enabled=True,
-        )
-        .order_by("next_attempt_at", "id")
-        .values_list("id", flat=True)[:limit]
+        due_deliveries.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit]
     )
     claimed: list[tuple[int, str]] = []
     for delivery_id in due:
@@ -132,6 +131,15 @@ def outbox_dispatch(*, now: datetime | None = None, limit: int = 500) -> Dispatc
         # robust: an unsent task is not lost, its claim expires and the next run claims again.
         transaction.on_commit(lambda: _send_deliveries(claimed), robust=True)
     return DispatchOutcome(events=events, deliveries_created=created, claimed=claimed)
+
+
+def endpoint_deliveries_claim(
+    *, endpoint: WebhookEndpoint, now: datetime | None = None, limit: int = 500
+) -> list[tuple[int, str]]:
+    """Claim the due deliveries of one endpoint only (for a caller that attempts them itself,
+    such as seed_demo with its own receiver): (delivery id, claim id) pairs."""
+    with transaction.atomic():
+        return _claim_due(now or timezone.now(), limit, endpoint_id=endpoint.pk)
 
 
 # ---------------------------------------------------------------- one attempt

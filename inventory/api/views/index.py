@@ -6,6 +6,10 @@
 - /api/v1/indices/: the fixings, read-only, for every authenticated caller. Each carries the
   rate (null when the day had too few independent owners), its inputs (parameters, every
   observation and vote), what was dropped and why, and a sentence.
+- /api/v1/indices/marketplace/: the marketplace index (`cardhour-marketplace/1`), read-only for
+  every authenticated caller: per GPU model, pricing mode, currency and day, its basis (trades,
+  or the external index when there were too few), rate, trade count and GPU-hours, its inputs
+  (every trade) and what the trim cut.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from inventory import selectors, services
 from inventory.api.filters import (
     IndexFixingFilter,
     IndexSourceFilter,
+    MarketplaceFixingFilter,
 )
 from inventory.api.serializers import (
     IndexFixingSerializer,
     IndexSourceSerializer,
+    MarketplaceFixingSerializer,
 )
-from inventory.models import IndexFixing, IndexSource
+from inventory.models import IndexFixing, IndexSource, MarketplaceFixing
 from inventory.schemas import (
     IndexSourceChanges,
     IndexSourceInput,
@@ -110,6 +116,22 @@ class IndexFixingViewSet(OrganizationScopedMixin, viewsets.ReadOnlyModelViewSet[
     queryset = selectors.index_fixings()
     serializer_class = IndexFixingSerializer
     filterset_class = IndexFixingFilter
+    lookup_value_regex = r"\d+"
+    ordering_fields = ["day", "id"]
+    ordering = ["-day", "-id"]
+
+    def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset  # a public index: every organization reads all of it
+
+
+class MarketplaceFixingViewSet(
+    OrganizationScopedMixin, viewsets.ReadOnlyModelViewSet[MarketplaceFixing]
+):
+    """The marketplace index: one fixing per GPU model, pricing mode, currency and day."""
+
+    queryset = selectors.marketplace_fixings()
+    serializer_class = MarketplaceFixingSerializer
+    filterset_class = MarketplaceFixingFilter
     lookup_value_regex = r"\d+"
     ordering_fields = ["day", "id"]
     ordering = ["-day", "-id"]

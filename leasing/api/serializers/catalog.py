@@ -50,6 +50,7 @@ class OfferSerializer(serializers.ModelSerializer[Offer]):
             "available_from",
             "available_until",
             "contract_template",
+            "index_linked_terms",
             "status",
             "created_at",
             "updated_at",
@@ -79,6 +80,12 @@ class _OfferTermsSerializer(StrictInputSerializer):
     available_until = serializers.DateTimeField(required=False, allow_null=True)
     contract_template = serializers.ListField(
         child=serializers.DictField(), required=False, help_text="Clauses every lease gets."
+    )
+    index_linked_terms = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text="The index-linked option (spread_type, spread, floor_rate, cap_rate, "
+        "reset_months, fixing_day); null: fixed prices only.",
     )
     status = serializers.ChoiceField(choices=OfferStatus.choices, required=False)
     site = serializers.IntegerField(help_text="One of your sites.")
@@ -111,6 +118,9 @@ class SlaOfferingSerializer(serializers.ModelSerializer[SlaOffering]):
     nodes = serializers.SerializerMethodField()
     price_per_million_input_tokens = DecimalString()
     price_per_million_output_tokens = DecimalString()
+    price_per_million_cached_input_tokens = DecimalString(allow_null=True)
+    batch_price_per_million_input_tokens = DecimalString(allow_null=True)
+    batch_price_per_million_output_tokens = DecimalString(allow_null=True)
     availability_slo_pct = DecimalString()
 
     class Meta:
@@ -121,6 +131,10 @@ class SlaOfferingSerializer(serializers.ModelSerializer[SlaOffering]):
             "served_model_name",
             "price_per_million_input_tokens",
             "price_per_million_output_tokens",
+            "price_per_million_cached_input_tokens",
+            "batch_price_per_million_input_tokens",
+            "batch_price_per_million_output_tokens",
+            "batch_completion_hours",
             "currency",
             "availability_slo_pct",
             "ttft_p95_ms",
@@ -144,6 +158,16 @@ class _SlaTermsSerializer(StrictInputSerializer):
     served_model_name = serializers.CharField(max_length=120)
     price_per_million_input_tokens = RateField()
     price_per_million_output_tokens = RateField()
+    price_per_million_cached_input_tokens = RateField(
+        required=False, allow_null=True, help_text="Prompt-cache hits; null: billed as input."
+    )
+    batch_price_per_million_input_tokens = RateField(
+        required=False, allow_null=True, help_text="Batch tier (with the output price and hours)."
+    )
+    batch_price_per_million_output_tokens = RateField(required=False, allow_null=True)
+    batch_completion_hours = serializers.IntegerField(
+        min_value=1, max_value=8760, required=False, allow_null=True
+    )
     currency = CurrencyField()
     availability_slo_pct = serializers.DecimalField(max_digits=6, decimal_places=3)
     ttft_p95_ms = serializers.IntegerField(min_value=0, max_value=2147483647)
@@ -228,6 +252,11 @@ class CapacityResultSerializer(serializers.Serializer[Any]):
     reliability_pct = DecimalString(help_text="Measured availability over the last 90 days.")
     min_term_hours = serializers.IntegerField()
     preemption_notice_minutes = serializers.IntegerField(allow_null=True)
+    index_linked = serializers.DictField(
+        allow_null=True,
+        help_text="The index-linked option beside the fixed price (current marketplace fixing, "
+        "spread, floor, cap and the rate it gives now); null when the offer has none.",
+    )
 
 
 class _WindowSerializer(serializers.Serializer[Any]):

@@ -11,7 +11,8 @@ from accounts.models import Organization
 from contracts.models import AcceptanceRun
 from core.api.fields import DecimalString
 from core.api.serializers import StrictInputSerializer
-from leasing.choices import PricingMode, Workload
+from core.tags import TAGS_HELP
+from leasing.choices import PriceBasis, PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, PreemptionNotice
 
 
@@ -77,6 +78,11 @@ class HoldInputSerializer(WindowInputSerializer):
     offer = serializers.IntegerField(required=False)
     gpu_count = serializers.IntegerField(min_value=1, max_value=10_000, required=False)
     start = serializers.DateTimeField(required=False)
+    tags = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        help_text=TAGS_HELP,
+    )
 
 
 class LeaseInputSerializer(HoldInputSerializer):
@@ -87,6 +93,11 @@ class LeaseInputSerializer(HoldInputSerializer):
         choices=Workload.choices,
         required=False,
         help_text="training, inference or unspecified (the default); set once, at creation.",
+    )
+    price_basis = serializers.ChoiceField(
+        choices=PriceBasis.choices,
+        required=False,
+        help_text="fixed (the default) or index_linked: the offer's index-linked option.",
     )
 
 
@@ -109,6 +120,7 @@ class HoldSerializer(serializers.ModelSerializer[Hold]):
             "term_months",
             "status",
             "expires_at",
+            "tags",
             "created_at",
             "allocations",
         ]
@@ -175,6 +187,7 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
             "status",
             "placement",
             "workload",
+            "tags",
             "billing_start",
             "ended_at",
             "gpus_ready_at",

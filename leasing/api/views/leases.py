@@ -42,7 +42,7 @@ from leasing.api.serializers.leases import (
     PreemptionNoticeSerializer,
     ReplaceGpuInputSerializer,
 )
-from leasing.choices import PricingMode, Workload
+from leasing.choices import PriceBasis, PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, PreemptionNotice, Quote
 from leasing.selectors import offers_visible
 from leasing.services.acceptance import (
@@ -142,7 +142,11 @@ class HoldViewSet(
             request_from_quote(quote) if quote is not None else _window_request(data, self.caller)
         )
         hold = hold_create(
-            customer=customer, request=lease_request, quote=quote, actor=_actor(request)
+            customer=customer,
+            request=lease_request,
+            quote=quote,
+            tags=data.get("tags"),
+            actor=_actor(request),
         )
         hold = self.get_queryset().get(pk=hold.pk)
         return Response(HoldSerializer(hold).data, status=status.HTTP_201_CREATED)
@@ -178,26 +182,22 @@ class LeaseViewSet(
         serializer = LeaseInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        workload = data.get("workload", Workload.UNSPECIFIED)
+        common = {
+            "customer": customer,
+            "workload": data.get("workload", Workload.UNSPECIFIED),
+            "tags": data.get("tags"),
+            "price_basis": data.get("price_basis", PriceBasis.FIXED),
+            "actor": _actor(request),
+        }
         if data.get("hold"):
             hold = Hold.objects.filter(pk=data["hold"], customer=customer).first()
             if hold is None:
                 raise NotFound("No such hold.", code="hold_not_found")
-            lease = lease_create(
-                customer=customer, hold=hold, workload=workload, actor=_actor(request)
-            )
+            lease = lease_create(hold=hold, **common)
         elif data.get("quote"):
-            quote = _own_quote(data["quote"], customer)
-            lease = lease_create(
-                customer=customer, quote=quote, workload=workload, actor=_actor(request)
-            )
+            lease = lease_create(quote=_own_quote(data["quote"], customer), **common)
         else:
-            lease = lease_create(
-                customer=customer,
-                request=_window_request(data, self.caller),
-                workload=workload,
-                actor=_actor(request),
-            )
+            lease = lease_create(request=_window_request(data, self.caller), **common)
         return Response(
             LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data,
             status=status.HTTP_201_CREATED,
