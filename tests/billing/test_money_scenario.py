@@ -1,14 +1,14 @@
 """Three months of two-sided money, every ledger account to the cent (issue 15, "Done when").
 
 One provider (10 % commission), one customer. Everything goes through the doors people and jobs
-use: the operator records a bank top-up (top-ups API), the customer leases 8 x H200 at 2.40 USD
-per GPU-hour with an SLA ladder, exit terms and a 1,000.00 deposit (held from the top-up at lease
-start, released to the balance by the lease-ending task), the provider posts token usage on a
-token-SLA contract (usage API, 0.50 / 1.50 USD per million input / output tokens), the billing
-cycle task issues the invoices, an outage earns an SLA credit, the customer leaves early (exit fee), a late
-January event lands on February's invoice, the balance pays January's token invoice at issue and
-the operator marks January's card-hour invoice paid, and the
-payout run task (with the operator's confirmation of the export) pays the provider.
+use: the operator records a bank top-up (top-ups API); the customer leases 8 x H200 at 2.40 USD
+per GPU-hour with an SLA ladder, exit terms and a 1,000.00 deposit (held from the top-up at
+lease start, released to the balance by the lease-ending task); the provider posts token usage
+on a token-SLA contract (usage API, 0.50 / 1.50 USD per million input / output tokens); the
+billing cycle task issues the invoices; an outage earns an SLA credit; the customer leaves
+early (exit fee); a late January event lands on February's invoice; the balance pays January's
+token invoice at issue and the operator marks January's card-hour invoice paid; the payout run
+task (with the operator's confirmation of the export) pays the provider.
 
 After each month the test states every account's balance from the contract's rates and the usage
 (the arithmetic is written out below, never read back from the code), and `ledger_reconcile`
