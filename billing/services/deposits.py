@@ -42,6 +42,7 @@ from contracts.engine import prepayment_amount
 from contracts.schemas import Prepayment
 from contracts.selectors import contract_terms
 from core.errors import Conflict
+from core.events import emit_to
 from core.money import round_money
 from leasing.models import Lease
 
@@ -132,7 +133,30 @@ def deposit_hold(lease: Lease, at: datetime) -> LeaseDeposit | None:
         legs=legs,
         inputs={"amount": amount, "draws": draws, "contract": lease.contract.number},
     )
+    _emit("deposit.held", deposit, lease, at)
     return deposit
+
+
+def _emit(event_type: str, deposit: LeaseDeposit, lease: Lease, at: datetime) -> None:
+    """Tell both sides of the lease (outbox, in the lease's transaction)."""
+    data: dict[str, Any] = {
+        "deposit_id": deposit.pk,
+        "lease_id": lease.pk,
+        "contract_id": lease.contract_id,
+        "contract_number": lease.contract.number,
+        "currency": deposit.currency,
+        "amount": deposit.amount,
+        "status": deposit.status,
+        "held_at": deposit.held_at,
+        "released_at": deposit.released_at,
+        "returned": deposit.returned_amount,
+        "withheld": deposit.withheld_amount,
+    }
+    if deposit.release_inputs:
+        data["overdue_owed"] = deposit.release_inputs["overdue_owed"]
+    emit_to(
+        [lease.customer_id, lease.contract.lessor_id], type=event_type, data=data, occurred_at=at
+    )
 
 
 def _grant_leg(customer_id: int, currency: str, draw: dict[str, Any], *, sign: int) -> Leg:
@@ -217,4 +241,5 @@ def deposit_release(lease: Lease, at: datetime) -> LeaseDeposit | None:
             "returns": returns,
         },
     )
+    _emit("deposit.released", deposit, lease, at)
     return deposit

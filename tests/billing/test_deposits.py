@@ -30,6 +30,7 @@ from billing.models import (
 )
 from billing.tasks import run_cycle
 from contracts.models import Contract
+from core.models import OutboxEvent
 from leasing.models import Lease
 from leasing.tasks import end_due_leases
 from tests.billing.factories import token_contract
@@ -140,6 +141,7 @@ def test_the_deposit_is_held_at_lease_start_and_released_in_full_after_an_early_
     assert (held(lease_id), on_balance(customer)) == (DEPOSIT, D("1000.00"))
     posting = LedgerTransaction.objects.get(dedupe_key=f"deposit:{deposit.pk}:held")
     assert sorted(e.amount for e in posting.entries.all()) == [-DEPOSIT, DEPOSIT]
+    assert OutboxEvent.objects.filter(type="deposit.held").count() == 2  # lessee and lessor
     books_agree()
 
     # Both sides of the lease read it; another customer does not.
@@ -207,6 +209,11 @@ def test_a_lease_ending_with_an_overdue_invoice_gets_its_deposit_back_less_what_
         DEPOSIT - withheld,  # 214.40 back
     )
     assert (held(lease_id), on_balance(customer)) == (withheld, D("214.40"))
+    told = OutboxEvent.objects.filter(type="deposit.released").order_by("organization_id")
+    assert sorted(e.organization_id for e in told) == sorted([customer.pk, provider.pk])
+    assert {(e.payload["withheld"], e.payload["returned"]) for e in told} == {
+        ("1785.6000", "214.4000")
+    }
     shown = client.get(f"{DEPOSITS}{deposit.pk}/").json()
     assert (shown["status"], shown["withheld_amount"], shown["held_now"]) == (
         "withheld",
