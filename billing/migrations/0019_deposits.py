@@ -37,7 +37,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0002_apikey_created_by_key'),
-        ('billing', '0017_tags_modes'),
+        ('billing', '0018_budget_tag_valid'),
         ('contracts', '0007_end_reason_paused'),
         ('leasing', '0013_lease_paused'),
     ]
