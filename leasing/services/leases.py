@@ -32,6 +32,7 @@ from leasing.choices import (
     Workload,
 )
 from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
+from leasing.hooks import lease_hooks_run
 from leasing.locks import allocations_lock, hold_lock
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.pricing import offer_prices, rate_for
@@ -235,7 +236,7 @@ def lease_create(
     expired_holds_release(now=now)
     with transaction.atomic():
         if hold is not None:
-            return _lease_from_hold(
+            lease = _lease_from_hold(
                 customer=customer,
                 hold=hold,
                 workload=workload,
@@ -244,6 +245,8 @@ def lease_create(
                 actor=actor,
                 now=now,
             )
+            lease_hooks_run("created", lease, now)
+            return lease
         if quote is not None:
             if quote.customer_id != customer.pk:
                 raise Conflict("The quote is not yours.", code="quote_not_yours")
@@ -261,7 +264,7 @@ def lease_create(
                 tags=clean_tags,
             )
         )
-        return _lease_from_request(
+        lease = _lease_from_request(
             customer=customer,
             request=request,
             workload=workload,
@@ -270,6 +273,8 @@ def lease_create(
             actor=actor,
             now=now,
         )
+        lease_hooks_run("created", lease, now)
+        return lease
 
 
 def _lease_from_request(
