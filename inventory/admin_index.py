@@ -5,7 +5,7 @@ Saves go through inventory.services.index."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -140,6 +140,28 @@ def _pretty(value: Any) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
 
 
+class _FixingPageMixin:
+    """Shared by the fixing pages: written by the nightly jobs only, so nobody adds, changes or
+    deletes them here; searched by GPU model and explanation, browsed by day."""
+
+    search_fields: ClassVar[list[str] | tuple[str, ...]] = [
+        "gpu_model__name",
+        "gpu_model__slug",
+        "explanation",
+    ]
+    date_hierarchy: ClassVar[str | None] = "day"
+    list_select_related: ClassVar[bool | list[str] | tuple[str, ...]] = ["gpu_model"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 _FIXING_FIELDS = (
     "gpu_model",
     "term",
@@ -159,7 +181,7 @@ _FIXING_FIELDS = (
 
 
 @admin.register(IndexFixing)
-class IndexFixingAdmin(admin.ModelAdmin[IndexFixing]):
+class IndexFixingAdmin(_FixingPageMixin, admin.ModelAdmin[IndexFixing]):
     """Fixings are written by the daily job only and never change: this page only shows them."""
 
     list_display = [
@@ -173,20 +195,8 @@ class IndexFixingAdmin(admin.ModelAdmin[IndexFixing]):
         "methodology",
     ]
     list_filter = ["status", "term", "currency", "gpu_model"]
-    search_fields = ["gpu_model__name", "gpu_model__slug", "explanation"]
-    date_hierarchy = "day"
-    list_select_related = ["gpu_model"]
     fields = _FIXING_FIELDS
     readonly_fields = _FIXING_FIELDS
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="recomputed from the stored inputs")
     def recomputed(self, obj: IndexFixing) -> str:
@@ -230,25 +240,13 @@ _MARKETPLACE_FIELDS = (
 
 
 @admin.register(MarketplaceFixing)
-class MarketplaceFixingAdmin(admin.ModelAdmin[MarketplaceFixing]):
+class MarketplaceFixingAdmin(_FixingPageMixin, admin.ModelAdmin[MarketplaceFixing]):
     """The marketplace index, written by the nightly job only: this page only shows it."""
 
     list_display = ["day", "gpu_model", "mode", "currency", "basis", "rate", "trade_count"]
     list_filter = ["basis", "mode", "currency", "gpu_model"]
-    search_fields = ["gpu_model__name", "gpu_model__slug", "explanation"]
-    date_hierarchy = "day"
-    list_select_related = ["gpu_model"]
     fields = _MARKETPLACE_FIELDS
     readonly_fields = _MARKETPLACE_FIELDS
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="recomputed from the stored inputs")
     def recomputed(self, obj: MarketplaceFixing) -> str:
