@@ -354,26 +354,48 @@ def _pdf_bytes(pdf: FPDF, *, compress: bool) -> bytes:
     return bytes(pdf.output())
 
 
-def _cost_centre_table(pdf: FPDF, doc: dict[str, Any]) -> None:
-    """The invoice's amounts by cost centre, under the totals."""
-    pdf.ln(4)
-    _text(pdf, doc["cost_centre_title"], size=10, style="B", height=6)
+def _plain_table(
+    pdf: FPDF,
+    *,
+    col_widths: tuple[float, ...],
+    text_align: tuple[str, ...],
+    headings: Iterable[str],
+    rows: Iterable[Iterable[str]],
+) -> None:
+    """A small table in the documents' style: bold grey headings, horizontal rules, and every
+    cell printed as ASCII-safe text."""
     pdf.set_font(PDF_FONT, size=8.5)
     with pdf.table(
-        col_widths=(70, 40, 30, 40),
-        text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
+        col_widths=col_widths,
+        text_align=text_align,
         headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
         line_height=4.5,
         padding=1.2,
         borders_layout="HORIZONTAL_LINES",
     ) as table:
         heading = table.row()
-        for title in ("Cost centre", "Amount", "Tax", "Total"):
+        for title in headings:
             heading.cell(title)
-        for centre in doc["cost_centres"]:
+        for values in rows:
             row = table.row()
-            for name in ("group", "amount", "tax", "total"):
-                row.cell(ascii_safe(centre[name]))
+            for value in values:
+                row.cell(ascii_safe(value))
+
+
+def _cost_centre_table(pdf: FPDF, doc: dict[str, Any]) -> None:
+    """The invoice's amounts by cost centre, under the totals."""
+    pdf.ln(4)
+    _text(pdf, doc["cost_centre_title"], size=10, style="B", height=6)
+    _plain_table(
+        pdf,
+        col_widths=(70, 40, 30, 40),
+        text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
+        headings=("Cost centre", "Amount", "Tax", "Total"),
+        rows=(
+            [centre[name] for name in ("group", "amount", "tax", "total")]
+            for centre in doc["cost_centres"]
+        ),
+    )
 
 
 def invoice_pdf(

@@ -7,15 +7,14 @@ from decimal import Decimal
 from typing import Any
 
 from django.utils import timezone
-from fpdf.fonts import FontFace
 
 from accounts.models import Organization
 from billing.models import Invoice, ProviderStatement
 from billing.parties import document_party
 from billing.rendering import (
-    PDF_FONT,
     _DocumentPdf,
     _pdf_bytes,
+    _plain_table,
     _text,
     _totals,
     ascii_safe,
@@ -123,22 +122,13 @@ def statement_pdf(statement: ProviderStatement, *, compress: bool = True) -> byt
     ):
         _text(pdf, f"{label}: {value}")
     pdf.ln(3)
-    pdf.set_font(PDF_FONT, size=8.5)
-    with pdf.table(
+    _plain_table(
+        pdf,
         col_widths=(75, 30, 35, 40),
         text_align=("LEFT", "LEFT", "LEFT", "RIGHT"),
-        headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
-        line_height=4.5,
-        padding=1.2,
-        borders_layout="HORIZONTAL_LINES",
-    ) as table:
-        heading = table.row()
-        for title in ("Invoice", "Issued", "Status", "Pre-tax"):
-            heading.cell(title)
-        for invoice_row in doc["invoices"]:
-            row = table.row()
-            for value in invoice_row:
-                row.cell(ascii_safe(value))
+        headings=("Invoice", "Issued", "Status", "Pre-tax"),
+        rows=doc["invoices"],
+    )
     _totals(pdf, doc["rows"])
     pdf.ln(4)
     _text(pdf, doc["payout"])
