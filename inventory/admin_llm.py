@@ -17,25 +17,11 @@ from simple_history.admin import SimpleHistoryAdmin
 from core.admin import ServiceAdminMixin, add_field_errors
 from inventory import services
 from inventory.models import LlmModel
+from inventory.models.llm import LLM_FIELDS, LLM_FIGURES
 from inventory.rules import llm_architecture_errors
 from inventory.schemas import LlmModelChanges, LlmModelInput, parse
 
-_FIGURES = [
-    "parameters",
-    "active_parameters",
-    "experts",
-    "experts_per_token",
-    "layers",
-    "attention_heads",
-    "kv_heads",
-    "head_dim",
-    "attention",
-    "kv_latent_dim",
-    "default_precision",
-    "max_context_tokens",
-]
-_FIELDS = ["slug", "name", "publisher", *_FIGURES, "source_url", "spec_sources"]
-_RULE_FIGURES = [name for name in _FIGURES if name != "default_precision"]
+_RULE_FIGURES = [name for name in LLM_FIGURES if name != "default_precision"]
 
 
 class LlmModelForm(forms.ModelForm[LlmModel]):
@@ -45,7 +31,7 @@ class LlmModelForm(forms.ModelForm[LlmModel]):
 
     class Meta:
         model = LlmModel
-        fields = _FIELDS
+        fields = LLM_FIELDS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -94,8 +80,8 @@ class LlmModelAdmin(ServiceAdminMixin[LlmModel], SimpleHistoryAdmin):
         data = form.cleaned_data
         who = self.actor(request)
         if change:
-            changes = parse(LlmModelChanges, {name: data[name] for name in _FIELDS[1:]})
+            changes = parse(LlmModelChanges, {name: data[name] for name in LLM_FIELDS[1:]})
             services.llm_model_update(model=obj, changes=changes, changed_by=who)
             return
-        fields = parse(LlmModelInput, {name: data[name] for name in _FIELDS})
+        fields = parse(LlmModelInput, {name: data[name] for name in LLM_FIELDS})
         obj.pk = services.llm_model_create(fields=fields, created_by=who).pk

@@ -25,6 +25,7 @@ from inventory.models import (
     Outage,
     Site,
 )
+from inventory.models.llm import LLM_FIELDS
 
 
 class _OwnerOnlyFields(serializers.ModelSerializer[Any]):
@@ -118,26 +119,7 @@ class LlmModelSerializer(serializers.ModelSerializer[LlmModel]):
 
     class Meta:
         model = LlmModel
-        fields = [
-            "id",
-            "slug",
-            "name",
-            "publisher",
-            "parameters",
-            "active_parameters",
-            "experts",
-            "experts_per_token",
-            "layers",
-            "attention_heads",
-            "kv_heads",
-            "head_dim",
-            "attention",
-            "kv_latent_dim",
-            "default_precision",
-            "max_context_tokens",
-            "source_url",
-            "spec_sources",
-        ]
+        fields = ["id", *LLM_FIELDS]
         read_only_fields = fields
 
 

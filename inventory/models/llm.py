@@ -11,6 +11,24 @@ from simple_history.models import HistoricalRecords
 from inventory.choices import AttentionKind, Precision
 from inventory.models.base import history_user
 
+# The architecture figures of a catalogue model, in the order the API and the admin form show
+# them; LLM_FIELDS is every field a client or operator writes (the API adds the id).
+LLM_FIGURES = (
+    "parameters",
+    "active_parameters",
+    "experts",
+    "experts_per_token",
+    "layers",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "attention",
+    "kv_latent_dim",
+    "default_precision",
+    "max_context_tokens",
+)
+LLM_FIELDS = ("slug", "name", "publisher", *LLM_FIGURES, "source_url", "spec_sources")
+
 
 class LlmModel(models.Model):
     """One open language model: parameter counts, attention shape, precision and context, each
