@@ -213,6 +213,16 @@ class FixingsComputed:
     changed_models: list[str]
 
 
+def require_day_over(day: date, *, now: datetime) -> None:
+    """A 422 unless `day` is over (UTC): an index day is fixed once, after it ends."""
+    if day >= now.astimezone(UTC).date():
+        raise SemanticError(
+            f"{day} is not over yet (UTC); a day is fixed once, after it ends.",
+            code="fixing_day_not_over",
+            detail={"field": "day"},
+        )
+
+
 def _fixing_day_lock(day: date) -> None:
     """Serialise runs for the same day, so that two never compute the same fixings."""
     with connection.cursor() as cursor:
@@ -308,12 +318,7 @@ def index_fixings_compute(*, day: date, now: datetime | None = None) -> FixingsC
     fixing changed (a new `fixed` rate unlike the one in force before).
     """
     now = now or timezone.now()
-    if day >= now.astimezone(UTC).date():
-        raise SemanticError(
-            f"{day} is not over yet (UTC); a day is fixed once, after it ends.",
-            code="fixing_day_not_over",
-            detail={"field": "day"},
-        )
+    require_day_over(day, now=now)
     _fixing_day_lock(day)
     parameters = indexing.Parameters(min_owners=settings.INDEX_MIN_OWNERS)
     window_start = day - timedelta(days=parameters.lookback_days - 1)

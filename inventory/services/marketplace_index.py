@@ -10,16 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.errors import SemanticError
 from inventory.choices import FixingStatus, MarketplaceMode
 from inventory.indexing import marketplace
 from inventory.models import GpuModel, IndexFixing, MarketplaceFixing
+from inventory.services.index import require_day_over
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +95,7 @@ def marketplace_fixings_record(
     A combination fixed already for that day is never written again (a re-run writes nothing).
     """
     now = now or timezone.now()
-    if day >= now.astimezone(UTC).date():
-        raise SemanticError(
-            f"{day} is not over yet (UTC); a day is fixed once, after it ends.",
-            code="fixing_day_not_over",
-            detail={"field": "day"},
-        )
+    require_day_over(day, now=now)
     _day_lock(day)
     parameters = marketplace.MarketplaceParameters(min_trades=settings.MARKETPLACE_INDEX_MIN_TRADES)
     external = _external_fixings(day)
