@@ -122,6 +122,8 @@ class Contract(models.Model):
                 condition=Q(rent_per_node_month__isnull=True, rented_nodes__isnull=True)
                 | Q(
                     pricing_basis=PricingBasis.CARD_HOUR,
+                    rent_per_node_month__isnull=False,  # NULL > 0 is not false in SQL
+                    rented_nodes__isnull=False,
                     rent_per_node_month__gt=0,
                     rented_nodes__gt=0,
                 ),

@@ -91,7 +91,11 @@ class Offer(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(price_unit=PriceUnit.GPU_HOUR, price_per_node_month__isnull=True)
-                | Q(price_unit=PriceUnit.NODE_MONTH, price_per_node_month__gt=0),
+                | Q(
+                    price_unit=PriceUnit.NODE_MONTH,
+                    price_per_node_month__isnull=False,  # NULL > 0 is not false in SQL
+                    price_per_node_month__gt=0,
+                ),
                 name="offer_node_month_price_iff_unit",
             ),
             currency_is_iso("offer_currency_iso"),

@@ -120,7 +120,7 @@ def rent_for(prices: OfferPrices, *, mode: str, term_months: int | None) -> tupl
     if rent is None:
         raise SemanticError("This offer is not priced per node-month.", code="not_node_month")
     if mode == "on_demand":
-        return rent, f"monthly rent {rent:f} {prices.currency} per node"
+        return rent, f"monthly rent {rent.normalize():f} {prices.currency} per node"
     if mode == "interruptible":
         raise SemanticError(
             "Whole-server monthly rent is not sold interruptible.",
@@ -132,7 +132,8 @@ def rent_for(prices: OfferPrices, *, mode: str, term_months: int | None) -> tupl
     discount = prices.reserved_ladder[rung]
     return monthly, (
         f"reserved {counted(term_months or 0, 'month')}: {discount:f} % off the monthly rent "
-        f"{rent:f} (ladder rung {counted(rung, 'month')}) = {monthly:f} {prices.currency} per node"
+        f"{rent.normalize():f} (ladder rung {counted(rung, 'month')}) = {monthly.normalize():f} "
+        f"{prices.currency} per node"
     )
 
 
