@@ -47,7 +47,15 @@ def cycle(when: datetime) -> None:
         billing_cycle_run(now=when, deliver=False)
 
 
-def rent_lease(provider: Any, customer: Any, *, nodes: int, start: datetime, end: datetime):
+def rent_lease(
+    provider: Any,
+    customer: Any,
+    *,
+    nodes: int,
+    start: datetime,
+    end: datetime,
+    extra: tuple[dict[str, Any], ...] = (),
+) -> Lease:
     """`nodes` whole 8-GPU servers at 30,000 USD per node-month, accepted at the start."""
     with time_machine.travel(at(1, 2), tick=False):
         offer = make_offer(
@@ -56,7 +64,7 @@ def rent_lease(provider: Any, customer: Any, *, nodes: int, start: datetime, end
             price_unit="node_month",
             price_per_node_month=RENT,
             interruptible_price_per_gpu_hour=None,
-            contract_template=[ACCEPTANCE_TOKENS, SLA_LADDER],
+            contract_template=[ACCEPTANCE_TOKENS, SLA_LADDER, *extra],
         )
     with time_machine.travel(at(1, 3), tick=False):
         lease = lease_create(
@@ -126,12 +134,20 @@ def test_a_31_day_then_30_day_month(provider: Any, customer: Any) -> None:
 def test_a_whole_month_is_exactly_the_rent_whatever_its_length(
     provider: Any, customer: Any
 ) -> None:
-    lease = rent_lease(provider, customer, nodes=1, start=at(2, 1), end=at(5, 1))
+    deposit = {"kind": "prepayment", "mode": "deposit", "share_pct": "10"}
+    lease = rent_lease(provider, customer, nodes=1, start=at(2, 1), end=at(5, 1), extra=(deposit,))
     cycle(at(5, 1, 2))
-    amounts = [
-        invoice.lines.get().amount
+    rents = [
+        invoice.lines.get(kind="node_rent").amount
         for invoice in Invoice.objects.filter(contract=lease.contract).order_by("period_start")
     ]
-    assert amounts == [RENT, RENT, RENT]  # February 28 days, March 31, April 30
+    assert rents == [RENT, RENT, RENT]  # February 28 days, March 31, April 30
+    # The deposit is 10 % of the contract's value, the rent over its term (3 x 30,000), held
+    # until the end and returned on the last invoice.
+    april = Invoice.objects.get(contract=lease.contract, period_start=at(4, 1))
+    assert lines_of(april) == [
+        ("node_rent", Decimal("1.000000"), RENT, RENT),
+        ("deposit_return", Decimal(1), Decimal("-9000.00"), Decimal("-9000.00")),
+    ]
     february = Invoice.objects.get(contract=lease.contract, period_start=at(2, 1))
     assert "all of February 2027" in february.lines.get().description
