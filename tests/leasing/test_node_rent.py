@@ -3,6 +3,7 @@ contracts, the reserved ladder on the rent, and the database's own guards."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -198,3 +199,16 @@ def test_the_database_refuses_inconsistent_rent_fields(client_for, provider, cus
         Contract.objects.filter(pk=lease.contract_id).update(rent_per_node_month=None)
     with pytest.raises(IntegrityError), transaction.atomic():
         Contract.objects.filter(pk=lease.contract_id).update(rented_nodes=0)
+
+
+def test_capacity_search_leaves_node_month_offers_out(client_for, provider, customer):
+    rented = rent_offer(provider, nodes=1)
+    hourly = make_offer(provider, nodes=1)
+    start = next_hour()
+    response = client_for(customer).get(
+        "/api/v1/capacity/",
+        {"start": start.isoformat(), "end": (start + timedelta(hours=24)).isoformat()},
+    )
+    assert response.status_code == 200, response.json()
+    found = {row["offer"]["id"] for row in response.json()["results"]}
+    assert hourly.pk in found and rented.pk not in found
