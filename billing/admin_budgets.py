@@ -13,7 +13,12 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from billing.models import Budget, BudgetCrossing, BudgetMonth, UsageAlert, UsageAlertRule
-from billing.rules import budget_errors, budget_thresholds, usage_alert_rule_errors
+from billing.rules import (
+    budget_errors,
+    budget_scope_errors,
+    budget_thresholds,
+    usage_alert_rule_errors,
+)
 from billing.selectors.spend import month_start
 from billing.services.budgets import (
     BudgetChanges,
@@ -68,6 +73,8 @@ class BudgetForm(forms.ModelForm[Budget]):
             "organization",
             "name",
             "contract",
+            "tag_key",
+            "tag_value",
             "amount",
             "currency",
             "thresholds",
@@ -77,6 +84,17 @@ class BudgetForm(forms.ModelForm[Budget]):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if self.instance.pk is None:
+            for field in ("tag_key", "tag_value"):
+                data[field] = data.get(field) or None  # an empty box is no tag
+            add_field_errors(
+                self,
+                budget_scope_errors(
+                    has_contract=data.get("contract") is not None,
+                    tag_key=data["tag_key"],
+                    tag_value=data["tag_value"],
+                ),
+            )
         if data.get("currency"):
             data["currency"] = data["currency"].strip().upper()
         currency = str(data.get("currency") or self.instance.currency or "")
@@ -120,11 +138,20 @@ class BudgetAdmin(ServiceAdminMixin[Budget]):
     ]
     list_filter = ["action", "active", "currency"]
     list_select_related = ["organization", "contract"]
-    search_fields = ["name", "organization__name", "organization__slug", "contract__number"]
+    search_fields = [
+        "name",
+        "organization__name",
+        "organization__slug",
+        "contract__number",
+        "tag_key",
+        "tag_value",
+    ]
     raw_id_fields = ["contract"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Budget | None = None) -> list[str]:
-        return [] if obj is None else ["organization", "contract", "currency"]
+        if obj is None:
+            return []
+        return ["organization", "contract", "tag_key", "tag_value", "currency"]
 
     def _spend(self, budget: Budget) -> Decimal:
         month = budget.months.filter(month=month_start(timezone.now())).first()
@@ -168,6 +195,8 @@ class BudgetAdmin(ServiceAdminMixin[Budget]):
                 action=data["action"],
                 thresholds=list(data["thresholds"]),
                 contract=data.get("contract"),
+                tag_key=data.get("tag_key"),
+                tag_value=data.get("tag_value"),
             )
             if not data["active"]:
                 saved = budget_update(budget=saved, changes=BudgetChanges(active=False))

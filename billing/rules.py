@@ -3,11 +3,13 @@ services, the API and the admin forms all ask them (docs/architecture.md, "Input
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
 from billing.models import ACTION_PCT, BudgetAction, UsageAlertKind
 from core.errors import FieldError
+from core.tags import KEY_PATTERN, MAX_KEY_LENGTH, MAX_VALUE_LENGTH, VALUE_PATTERN
 from inventory.rules import currency_errors
 
 MAX_THRESHOLDS = 10
@@ -51,6 +53,36 @@ def budget_errors(*, name: str, amount: Decimal, currency: str, action: str) -> 
     if action not in BudgetAction.values:
         message = f"The action is one of {', '.join(BudgetAction.values)}."
         errors.append(FieldError("action", "invalid_choice", message))
+    return errors
+
+
+def budget_scope_errors(
+    *, has_contract: bool, tag_key: str | None, tag_value: str | None
+) -> list[FieldError]:
+    """Every broken rule of a budget's scope: a tag budget names a key and a value that a lease,
+    hold, subscription or usage event could carry (core.tags rules), and no contract."""
+    if tag_key is None and tag_value is None:
+        return []
+    errors = []
+    if tag_key is None or tag_value is None:
+        missing = "tag_value" if tag_value is None else "tag_key"
+        message = "A tag budget names both tag_key and tag_value."
+        errors.append(FieldError(missing, "tag_scope_incomplete", message))
+    if has_contract:
+        message = "A budget is for one contract or one cost tag, not both."
+        errors.append(FieldError("tag_key", "scope_conflict", message))
+    if tag_key is not None and not re.fullmatch(KEY_PATTERN, tag_key):
+        message = (
+            f"tag_key starts with a lower-case letter and holds only a-z, 0-9, _ . -"
+            f" (at most {MAX_KEY_LENGTH} characters), as the tags of leases and usage do."
+        )
+        errors.append(FieldError("tag_key", "invalid_tag_key", message))
+    if tag_value is not None and not re.fullmatch(VALUE_PATTERN, tag_value):
+        message = (
+            f"tag_value is text of 1 to {MAX_VALUE_LENGTH} characters (letters, digits, space"
+            " and _ . : / @ + -) starting with a letter or digit, as tag values are."
+        )
+        errors.append(FieldError("tag_value", "invalid_tag_value", message))
     return errors
 
 

@@ -13,7 +13,7 @@ checked again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from accounts.models import Organization
@@ -21,12 +21,14 @@ from accounts.models import Organization
 
 @dataclass(frozen=True)
 class Admission:
-    """What is asked for: who, how many GPUs, in which pricing mode, and when."""
+    """What is asked for: who, how many GPUs, in which pricing mode, when, and the cost tags
+    the new hold or lease will carry (cleaned by core.tags; empty when it carries none)."""
 
     customer: Organization
     gpu_count: int
     pricing_mode: str
     now: datetime
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 AdmissionCheck = Callable[[Admission], None]

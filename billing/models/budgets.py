@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from accounts.models import Organization
 from contracts.models import Contract
 from core.fields import amount_field, currency_field, currency_is_iso
+from core.tags import KEY_PATTERN, VALUE_PATTERN
 
 # The action of a budget is taken at this percent of its amount; it is always one of its thresholds.
 ACTION_PCT = 100
@@ -67,6 +68,13 @@ class Budget(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(action__in=BudgetAction.values), name="budget_action_known"
+            ),
+            # The same rules as the tags of leases, holds and usage (core.tags), so a tag budget
+            # always names a key and value that work could carry.
+            models.CheckConstraint(
+                condition=Q(tag_key__isnull=True)
+                | Q(tag_key__regex=KEY_PATTERN, tag_value__regex=VALUE_PATTERN),
+                name="budget_tag_valid",
             ),
         ]
 

@@ -11,8 +11,10 @@ frozen tiers. So each group's part of a token line is its part of the line's tok
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, Prefetch, QuerySet, TextField, Value
@@ -21,7 +23,7 @@ from django.db.models.functions import Coalesce
 
 from billing.attribution import UNATTRIBUTED, GroupCost, LineUse, invoice_costs
 from billing.models import ISSUED_STATUSES, Invoice, InvoiceLine, LineKind, UsageEvent
-from billing.rating import TOKEN_KINDS, TokenTiers, token_quantities
+from billing.rating import TOKEN_KINDS, LineDraft, TokenTiers, token_quantities
 from billing.selectors.periods import (
     TOKEN_USAGE_AGGREGATES,
     contract_ends_at,
@@ -130,15 +132,44 @@ def _token_groups(
     }
 
 
-def _line_uses(invoice: Invoice, grouping: Grouping) -> tuple[list[LineUse], str]:
-    """Each line of the invoice with the groups that used it, and the contract's own group."""
-    facts = _contract_facts(invoice.contract)
+@dataclass(frozen=True, slots=True)
+class LineFacts:
+    """What attribution reads of one line, issued (InvoiceLine) or rated now (LineDraft)."""
+
+    kind: str
+    amount: Decimal
+    quantity: Decimal
+    taxable: bool
+    service_start: datetime | None
+    service_end: datetime | None
+    inputs: dict[str, Any]
+
+
+def line_facts(line: InvoiceLine | LineDraft) -> LineFacts:
+    """The attribution facts of an issued line or of a line rated now (amount in Money)."""
+    amount = line.amount.amount if isinstance(line, LineDraft) else line.amount
+    return LineFacts(
+        line.kind,
+        amount,
+        line.quantity,
+        line.taxable,
+        line.service_start,
+        line.service_end,
+        dict(line.inputs or {}),
+    )
+
+
+def line_uses(
+    contract: Contract, period: engine.Period, lines: Iterable[LineFacts], grouping: Grouping
+) -> tuple[list[LineUse], str]:
+    """Each line of a contract's period with the groups that used it, and the contract's own
+    group (the lines of an issued invoice, or those of the period rated now)."""
+    facts = _contract_facts(contract)
     home = _home(facts, grouping)
-    period = engine.Period(invoice.period_start, invoice.period_end)
-    is_final = invoice.period_end >= contract_ends_at(invoice.contract)
+    is_final = period.end >= contract_ends_at(contract)
     windows: dict[tuple[Any, ...], dict[str, dict[str, int]]] = {}
     uses: list[LineUse] = []
-    for line in invoice.lines.all():
+    for line in lines:
         kind = line.kind.removeprefix("late_")
         if line.kind == LineKind.CARD_HOURS:
             group = str(line.inputs.get("gpu_model") or home) if grouping.kind == "model" else home
@@ -148,17 +179,24 @@ def _line_uses(invoice: Invoice, grouping: Grouping) -> tuple[list[LineUse], str
             window = (late, line.service_start, line.service_end)
             if window not in windows:
                 if late:
-                    events = late_token_queryset(invoice.contract, period, is_final).filter(
+                    events = late_token_queryset(contract, period, is_final).filter(
                         occurred_at__gte=line.service_start, occurred_at__lt=line.service_end
                     )
                 else:
-                    events = on_time_token_queryset(invoice.contract, period, is_final)
+                    events = on_time_token_queryset(contract, period, is_final)
                 windows[window] = _token_groups(events, facts, grouping, home)
             shares = {group: tokens[kind] for group, tokens in windows[window].items()}
             uses.append(LineUse(line.amount, line.taxable, True, shares, token_kind=kind))
         else:
             uses.append(LineUse(line.amount, line.taxable, False, {}))
     return uses, home
+
+
+def _line_uses(invoice: Invoice, grouping: Grouping) -> tuple[list[LineUse], str]:
+    """Each line of the invoice with the groups that used it, and the contract's own group."""
+    period = engine.Period(invoice.period_start, invoice.period_end)
+    lines = (line_facts(line) for line in invoice.lines.all())
+    return line_uses(invoice.contract, period, lines, grouping)
 
 
 def report_invoices(*, month: date | None, invoice_id: int | None = None) -> QuerySet[Invoice]:

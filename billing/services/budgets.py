@@ -19,7 +19,7 @@ from typing import Any
 
 from celery import current_app
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -31,7 +31,7 @@ from billing.models import (
     BudgetCrossing,
     BudgetMonth,
 )
-from billing.rules import budget_errors, budget_thresholds
+from billing.rules import budget_errors, budget_scope_errors, budget_thresholds
 from billing.selectors.spend import (
     Spend,
     budget_spend,
@@ -86,12 +86,9 @@ def _scope_check(
     tag_key: str | None,
     tag_value: str | None,
 ) -> None:
-    if tag_key is not None or tag_value is not None:
-        raise SemanticError(
-            "Budgets per cost tag are not available yet: cost tags are not recorded.",
-            code="tag_scope_unavailable",
-            detail={"field": "tag_key"},
-        )
+    raise_if_any(
+        budget_scope_errors(has_contract=contract is not None, tag_key=tag_key, tag_value=tag_value)
+    )
     if contract is None:
         return
     if contract.lessee_id != organization.pk:
@@ -179,7 +176,7 @@ def _explanation(budget: Budget, spend: Spend, threshold: int, percent: Decimal)
     scope = {
         "organization": f"{budget.organization} (all its {budget.currency} contracts)",
         "contract": f"contract {budget.contract.number if budget.contract else ''}",
-        "tag": f"contracts tagged {budget.tag_key}={budget.tag_value}",
+        "tag": f"the cost tag {budget.tag_key}={budget.tag_value} (its share of the invoices)",
     }[budget.scope]
     text = (
         f"Budget '{budget.name}' for {scope}: {spend.month:%B %Y} spend "
@@ -190,9 +187,14 @@ def _explanation(budget: Budget, spend: Spend, threshold: int, percent: Decimal)
         f"{threshold} % threshold."
     )
     if threshold == ACTION_PCT and budget.action == BudgetAction.BLOCK:
-        text += " New leases and holds are refused until the month ends or the budget changes."
+        carrying = f" carrying {budget.tag_key}={budget.tag_value}" if budget.scope == "tag" else ""
+        text += (
+            f" New leases and holds{carrying} are refused until the month ends or the budget"
+            " changes."
+        )
     if threshold == ACTION_PCT and budget.action == BudgetAction.PAUSE:
-        text += " Interruptible leases are paused while the month's budget is spent."
+        carrying = f" carrying {budget.tag_key}={budget.tag_value}" if budget.scope == "tag" else ""
+        text += f" Interruptible leases{carrying} are paused while the month's budget is spent."
     return text
 
 
@@ -239,8 +241,10 @@ def budget_evaluate(
             f"({round_money(spend.total, budget.currency)} of "
             f"{round_money(budget.amount, budget.currency)} {budget.currency})"
         )
+        # A tag budget pauses only the interruptible leases carrying its tag (as it blocks).
+        tags = {budget.tag_key: budget.tag_value or ""} if budget.tag_key is not None else None
         paused = interruptible_leases_pause(
-            customer=budget.organization, reason=reason, actor=ACTOR, now=now
+            customer=budget.organization, reason=reason, actor=ACTOR, now=now, tags=tags
         )
         if paused:
             logger.info("budget %s paused %s interruptible lease(s)", budget.pk, paused)
@@ -324,8 +328,15 @@ def budgets_evaluate_enqueue(organization_ids: Iterable[int]) -> None:
     )
 
 
-def exhausted_blocking_budget(customer: Organization, *, now: datetime) -> Budget | None:
-    """The customer's active "block" budget whose spend this month reached its amount, if any."""
+def exhausted_blocking_budget(
+    customer: Organization, *, now: datetime, tags: dict[str, str] | None = None
+) -> Budget | None:
+    """The customer's active "block" budget whose spend this month reached its amount and that
+    covers a new lease or hold carrying `tags`: an organization or contract budget covers every
+    one, a tag budget only those carrying its tag key with its value."""
+    carried = Q()
+    for key, value in (tags or {}).items():
+        carried |= Q(tag_key=key, tag_value=value)
     return (
         Budget.objects.filter(
             organization=customer,
@@ -334,25 +345,32 @@ def exhausted_blocking_budget(customer: Organization, *, now: datetime) -> Budge
             months__month=month_start(now),
             months__spend__gte=F("amount"),
         )
+        .filter(Q(tag_key__isnull=True) | carried)
         .order_by("pk")
         .first()
     )
 
 
 def budget_admission_check(admission: Admission) -> None:
-    """leasing.admission check: no new lease or hold while a "block" budget is spent."""
-    budget = exhausted_blocking_budget(admission.customer, now=admission.now)
+    """leasing.admission check: no new lease or hold while a "block" budget covering it is spent
+    (a tag budget covers only the leases and holds that carry its tag)."""
+    budget = exhausted_blocking_budget(admission.customer, now=admission.now, tags=admission.tags)
     if budget is None:
         return
     month = budget.months.get(month=month_start(admission.now))
+    scope = f" for {budget.tag_key}={budget.tag_value}" if budget.scope == "tag" else ""
     raise Conflict(
-        f"Budget '{budget.name}' is spent for {month.month:%B %Y} "
+        f"Budget '{budget.name}'{scope} is spent for {month.month:%B %Y} "
         f"({round_money(month.spend, budget.currency)} of "
         f"{round_money(budget.amount, budget.currency)} {budget.currency}); it blocks new "
-        "leases and holds until the month ends or the budget is raised.",
+        f"leases and holds{' carrying that tag' if scope else ''} until the month ends or the "
+        "budget is raised.",
         code="budget_exhausted",
         detail={
             "budget": budget.pk,
+            "scope": budget.scope,
+            "tag_key": budget.tag_key,
+            "tag_value": budget.tag_value,
             "spend": str(round_money(month.spend, budget.currency)),
             "amount": str(round_money(budget.amount, budget.currency)),
             "currency": budget.currency,

@@ -72,6 +72,7 @@ def hold_create(
                 gpu_count=request.gpu_count,
                 pricing_mode=request.pricing_mode,
                 now=now,
+                tags=clean_tags,
             )
         )
         placement = place(

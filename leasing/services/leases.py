@@ -272,6 +272,7 @@ def lease_create(
                 gpu_count=request.gpu_count,
                 pricing_mode=request.pricing_mode,
                 now=now,
+                tags=clean_tags,
             )
         )
         return _lease_from_request(

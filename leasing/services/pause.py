@@ -27,9 +27,15 @@ from leasing.services.history import lease_event_record
 
 
 def interruptible_leases_pause(
-    *, customer: Organization, reason: str, actor: str, now: datetime
+    *,
+    customer: Organization,
+    reason: str,
+    actor: str,
+    now: datetime,
+    tags: dict[str, str] | None = None,
 ) -> int:
-    """Cut the customer's live interruptible leases at `now`; returns how many were paused.
+    """Cut the customer's live interruptible leases at `now` (only those carrying every one of
+    `tags`, when given); returns how many were paused.
 
     One transaction per lease, each re-checked under its lock, so a rerun (or a race with the
     lease's own end) pauses nothing twice.
@@ -40,6 +46,8 @@ def interruptible_leases_pause(
         status__in=LIVE_LEASE_STATUSES,
         end__gt=now,
     ).order_by("pk")
+    if tags:
+        lease_ids = lease_ids.filter(tags__contains=tags)
     paused = 0
     for lease_id in lease_ids.values_list("pk", flat=True):
         with transaction.atomic():

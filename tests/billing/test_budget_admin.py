@@ -63,6 +63,31 @@ def test_an_operator_adds_a_budget_that_is_evaluated_at_once(
     assert BudgetCrossing.objects.filter(threshold_pct=100).exists()
 
 
+def test_an_operator_adds_a_tag_budget_counting_only_that_tags_share(
+    admin_client: Any, provider: Organization, customer: Organization, time_machine: Any
+):
+    time_machine.move_to(JUNE_15)
+    contract = token_contract(provider, customer)
+    # team=a: 2 events of 8.00 USD = 16.00 (80 % of 20); team=b: 3 events = 24.00, not counted.
+    spend(provider, contract, count=2, at=JUNE_15, prefix="a", tags={"team": "a"})
+    spend(provider, contract, count=3, at=JUNE_15, prefix="b", tags={"team": "b"})
+    response = admin_client.post(
+        "/admin/billing/budget/add/", budget_form(customer, tag_key="team", tag_value="a")
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    budget = Budget.objects.get()
+    assert (budget.scope, budget.months.get().spend) == ("tag", 16)
+    assert sorted(BudgetCrossing.objects.values_list("threshold_pct", flat=True)) == [50, 80]
+    bad = admin_client.post(
+        "/admin/billing/budget/add/",
+        budget_form(customer, name="Bad", tag_key="Team", contract=contract.pk),
+    )
+    assert bad.status_code == 200
+    page = bad.content.decode()
+    assert "A tag budget names both tag_key and tag_value." in page
+    assert Budget.objects.count() == 1
+
+
 def test_bad_budget_input_is_shown_on_the_form_and_nothing_is_saved(
     admin_client: Any, customer: Organization
 ):

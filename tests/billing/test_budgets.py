@@ -272,16 +272,6 @@ def test_bad_budgets_are_400_and_write_nothing(
     assert not Budget.objects.exists()
 
 
-def test_a_tag_budget_is_refused_until_cost_tags_are_recorded(
-    client_for: ClientFor, customer: Organization
-):
-    response = client_for(customer).post(
-        BUDGETS, budget_body(tag_key="team", tag_value="research"), format="json"
-    )
-    assert (response.status_code, response.json()["code"]) == (422, "tag_scope_unavailable")
-    assert not Budget.objects.exists()
-
-
 def test_another_organizations_budget_and_contract_are_404(
     client_for: ClientFor, provider: Organization, customer: Organization, other_customer: Any
 ):

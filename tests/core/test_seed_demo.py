@@ -56,9 +56,13 @@ def test_the_demo_has_everything_and_seeding_twice_changes_nothing():
     assert {"budget.threshold_crossed", "usage.alert", "invoice.issued"} <= delivered
 
     # A budget of the demo customer, with the quarter's months evaluated and thresholds crossed.
-    budget = Budget.objects.get(organization__slug="demo-customer")
+    budget = Budget.objects.get(organization__slug="demo-customer", tag_key__isnull=True)
     assert budget.months.count() >= 3
     assert budget.crossings.filter(threshold_pct=100).exists()
+    # And one for the cost tag team=search, its largest month past 100 % too.
+    team = Budget.objects.get(organization__slug="demo-customer", tag_key="team")
+    assert (team.tag_value, team.months.count() >= 3) == ("search", True)
+    assert team.crossings.filter(threshold_pct=100).exists()
     assert UsageAlert.objects.filter(rule__organization__slug="demo-customer").exists()
 
     counts = (

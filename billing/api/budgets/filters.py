@@ -9,15 +9,16 @@ from core.api.filters import IsoDateTimeFilter
 
 
 class BudgetFilter(django_filters.FilterSet):
-    """Filter budgets by action, whether active, contract and currency."""
+    """Filter budgets by action, whether active, contract, currency and cost tag key."""
 
     action = django_filters.ChoiceFilter(choices=BudgetAction.choices)
     contract = django_filters.NumberFilter(field_name="contract_id")
     currency = django_filters.CharFilter(lookup_expr="iexact")
+    tag_key = django_filters.CharFilter()
 
     class Meta:
         model = Budget
-        fields = ["action", "active", "contract", "currency"]
+        fields = ["action", "active", "contract", "currency", "tag_key"]
 
 
 class UsageAlertRuleFilter(django_filters.FilterSet):

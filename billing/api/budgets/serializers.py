@@ -134,7 +134,8 @@ class BudgetSerializer(MinorUnitMixin, serializers.ModelSerializer[Budget]):
 
 
 class BudgetCreateSerializer(StrictInputSerializer):
-    """A new budget: organization-wide, or for one contract (or one cost tag, once recorded)."""
+    """A new budget: organization-wide, for one contract, or for one cost tag (key and value,
+    core.tags rules: its share of the invoices as the cost report splits them)."""
 
     name = serializers.CharField(max_length=100)
     amount = serializers.DecimalField(max_digits=AMOUNT_DIGITS, decimal_places=AMOUNT_PLACES)
@@ -144,8 +145,12 @@ class BudgetCreateSerializer(StrictInputSerializer):
     contract = serializers.IntegerField(
         min_value=1, max_value=ID_MAX, required=False, allow_null=True
     )
-    tag_key = serializers.CharField(max_length=64, required=False, allow_null=True)
-    tag_value = serializers.CharField(max_length=200, required=False, allow_null=True)
+    tag_key = serializers.CharField(
+        max_length=64, required=False, allow_null=True, trim_whitespace=False
+    )
+    tag_value = serializers.CharField(
+        max_length=200, required=False, allow_null=True, trim_whitespace=False
+    )
 
 
 class BudgetUpdateSerializer(StrictInputSerializer):
