@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from accounts.choices import KeyScope, Role
 from accounts.errors import Forbidden, InvalidApiKey
+from accounts.locks import billing_profile_lock
 from accounts.models import (
     TAX_ID_PATTERN,
     ApiKey,
@@ -279,9 +280,7 @@ def billing_profile_update(
             detail={"fields": unknown},
         )
     with transaction.atomic():
-        profile = (
-            BillingProfile.objects.select_for_update().filter(organization=organization).first()
-        )
+        profile = billing_profile_lock(organization)
         current = (
             {field: getattr(profile, field) for field in BILLING_PROFILE_FIELDS}
             if profile is not None

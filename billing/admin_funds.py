@@ -20,6 +20,7 @@ from billing.models import (
     FundsAlert,
     FundsPolicy,
     GrantKind,
+    LeaseDeposit,
     TopUp,
     TopUpMethod,
 )
@@ -233,3 +234,25 @@ class FundsAlertAdmin(ReadOnlyAdmin):
     ]
     list_filter = ["action", "currency"]
     list_select_related = ["policy__contract"]
+
+
+@admin.register(LeaseDeposit)
+class LeaseDepositAdmin(ReadOnlyAdmin):
+    """Deposits held per lease (taken from the paid balance when the lease is made, released
+    when it ends less what its contract's overdue invoices owe); never edited here."""
+
+    list_display = [
+        "lease",
+        "contract",
+        "customer",
+        "amount",
+        "currency",
+        "status",
+        "held_at",
+        "released_at",
+        "returned_amount",
+        "withheld_amount",
+    ]
+    list_filter = ["status", "currency"]
+    list_select_related = ["contract", "customer", "lease"]
+    search_fields = ["contract__number", "customer__name"]

@@ -30,3 +30,14 @@ class BillingConfig(AppConfig):
         )
 
         admission_check_register("billing.funds_policy", funds_admission_check)
+
+        # Deposits are held when a lease is made and released when it ends (docs/ledger.md,
+        # "Deposits"), in the lease's own transaction.
+        from billing.services.deposits import (  # noqa: PLC0415 (models load after apps)
+            deposit_hold,
+            deposit_release,
+        )
+        from leasing.hooks import lease_hook_register  # noqa: PLC0415
+
+        lease_hook_register("created", "billing.deposit_hold", deposit_hold)
+        lease_hook_register("ended", "billing.deposit_release", deposit_release)

@@ -33,6 +33,14 @@ EVENT_TYPES: dict[str, tuple[str, str]] = {
         "A funds policy found the prepaid balance projected to run out within its days "
         "(`data.days_left`); once a day and policy.",
     ),
+    "deposit.held": (
+        "customer, provider",
+        "A lease's deposit was taken from the customer's paid balance when the lease was made.",
+    ),
+    "deposit.released": (
+        "customer, provider",
+        "A lease ended: its deposit went back to the balance, less what overdue invoices owe.",
+    ),
     "capacity_signal.raised": (
         "provider",
         "A pool's capacity signal is plan_scaling or act_now for the evaluated day.",

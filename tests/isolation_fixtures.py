@@ -35,6 +35,7 @@ from billing.models import (
     GrantKind,
     Invoice,
     InvoiceStatus,
+    LeaseDeposit,
     LedgerAccount,
     ProviderStatement,
     UsageAlert,
@@ -85,7 +86,7 @@ from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
 from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
 from tests.inventory.factories import make_node, make_site, node_payload, site_payload
-from tests.leasing.factories import hour_from_now, make_offer, make_sla_offering
+from tests.leasing.factories import EXIT_TERMS, hour_from_now, make_offer, make_sla_offering
 from webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
 from webhooks.services.deliveries import outbox_dispatch
 from webhooks.services.endpoints import webhook_endpoint_create
@@ -808,6 +809,37 @@ def _credit_grant(world: World, _: str) -> Built:
     return Built(grant, kwargs={"pk": grant.pk})
 
 
+def _deposit(world: World, _: str) -> Built:
+    """A lease whose contract holds a 100 USD deposit, taken from a recorded top-up."""
+
+    def make() -> LeaseDeposit:
+        world.contract()  # opens the customer's USD account
+        top_up_record(
+            customer=world.customer,
+            currency="USD",
+            amount=Decimal("150"),
+            reference="tenant deposit wire",
+            actor="tenant",
+        )
+        offer = make_offer(
+            world.provider,
+            nodes=1,
+            contract_template=[
+                EXIT_TERMS,
+                {"kind": "prepayment", "mode": "deposit", "amount": "100.00"},
+            ],
+        )
+        lease = lease_create(
+            customer=world.customer,
+            request=request_build(offer=offer, gpu_count=1, start=hour_from_now(), hours=24),
+            actor="tenant",
+        )
+        return LeaseDeposit.objects.get(lease=lease)
+
+    deposit = world.once("deposit", make)
+    return Built(deposit, kwargs={"pk": deposit.pk})
+
+
 def _top_up(world: World, _: str) -> Built:
     world.contract()
     top_up = world.once(
@@ -1212,6 +1244,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
         },
     ),
     "burn-down": Resource(owners=(CUSTOMER,), build=_burn_down),
+    # A lease's deposit: both sides of the lease read it.
+    "deposit": Resource(owners=(CUSTOMER, PROVIDER), build=_deposit),
     "funds-policy": Resource(
         owners=(CUSTOMER,),
         build=_funds_policy,

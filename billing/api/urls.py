@@ -4,6 +4,7 @@ from django.urls import path
 
 from billing.api.budgets.views import BudgetViewSet, UsageAlertRuleViewSet, UsageAlertViewSet
 from billing.api.cost_reports import CostReportView
+from billing.api.deposits import LeaseDepositViewSet
 from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
     BalanceViewSet,
@@ -37,6 +38,7 @@ router.register("credit-grants", CreditGrantViewSet, basename="credit-grant")
 router.register("top-ups", TopUpViewSet, basename="top-up")
 router.register("burn-down", BurnDownViewSet, basename="burn-down")
 router.register("funds-policies", FundsPolicyViewSet, basename="funds-policy")
+router.register("deposits", LeaseDepositViewSet, basename="deposit")
 
 urlpatterns = [
     *router.urls,

@@ -10,6 +10,7 @@ from billing.models.budgets import (
     UsageAlertKind,
     UsageAlertRule,
 )
+from billing.models.deposits import DepositStatus, LeaseDeposit, deposit_subledger
 from billing.models.funds import (
     PAID_PRIORITY,
     CreditGrant,
@@ -98,6 +99,7 @@ __all__ = [
     "CreditGrant",
     "CreditNote",
     "CreditNoteLine",
+    "DepositStatus",
     "DocumentSequence",
     "FundsAction",
     "FundsAlert",
@@ -108,6 +110,7 @@ __all__ = [
     "InvoiceEvent",
     "InvoiceLine",
     "InvoiceStatus",
+    "LeaseDeposit",
     "LedgerAccount",
     "LedgerEntry",
     "LedgerTransaction",
@@ -135,5 +138,6 @@ __all__ = [
     "UsageRollup",
     "UsageRollupRun",
     "UsageStatus",
+    "deposit_subledger",
     "grant_subledger",
 ]

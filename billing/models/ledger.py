@@ -125,6 +125,8 @@ class TransactionKind(models.TextChoices):
     TOP_UP_RECEIVED = "top_up_received", "Top-up received"
     GRANT_ISSUED = "grant_issued", "Promotional credit granted"
     GRANT_EXPIRED = "grant_expired", "Grant expired (unused rest taken back)"
+    DEPOSIT_HELD = "deposit_held", "Deposit held (balance to deposit)"
+    DEPOSIT_RELEASED = "deposit_released", "Deposit released (deposit to balance)"
 
 
 class Refund(models.Model):

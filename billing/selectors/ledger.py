@@ -18,8 +18,11 @@ The reconciliation restates docs/ledger.md's postings a second time, from the do
   (each a `CommissionCharge`), taken from the provider's share;
 - each payout is posted once when made (`payout:<id>:sent`), once more when paid or when it
   failed (its reversal), and never otherwise: a payout not failed takes its amount from
-  `provider_available`; in transit holds the pending and submitted ones. Any other account kind
-  has no document yet, so 0.
+  `provider_available`; in transit holds the pending and submitted ones;
+- each lease deposit is posted once when held (`deposit:<id>:held`) and once when released: its
+  sub-ledger holds the amount until release and what was withheld after it; each grant it was
+  taken from holds the draw less what the release gave back. Any other account kind has no
+  document yet, so 0.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ from billing.models import (
     CommissionCharge,
     CreditGrant,
     CreditNote,
+    DepositStatus,
     GrantKind,
     Invoice,
     InvoiceLine,
     InvoiceStatus,
+    LeaseDeposit,
     LedgerAccount,
     LedgerEntry,
     LedgerTransaction,
@@ -93,6 +98,10 @@ def _expected_keys() -> dict[str, str]:
         keys[f"grant:{pk}:issued"] = f"grant {pk}"
         if expired_at is not None:
             keys[f"grant:{pk}:expired"] = f"the expiry of grant {pk}"
+    for pk, status in LeaseDeposit.objects.values_list("pk", "status"):
+        keys[f"deposit:{pk}:held"] = f"the holding of deposit {pk}"
+        if status != DepositStatus.HELD:
+            keys[f"deposit:{pk}:released"] = f"the release of deposit {pk}"
     return keys
 
 
@@ -195,7 +204,36 @@ def expected_balances() -> dict[AccountKey, Decimal]:
     _expect_commission(expected)
     _expect_payouts(expected)
     _expected_grant_balances(expected)
+    _expect_deposits(expected)
     return expected
+
+
+def _expect_deposits(expected: dict[AccountKey, Decimal]) -> None:
+    """A deposit's sub-ledger holds its amount less what the release returned; the grants it was
+    taken from hold less by their draws, plus what came back to each."""
+    deposits = LeaseDeposit.objects.values_list(
+        "lease_id",
+        "customer_id",
+        "currency",
+        "amount",
+        "returned_amount",
+        "draws",
+        "release_inputs",
+    )
+    for lease_id, customer, currency, amount, returned, draws, release in deposits:
+        expected[(customer, currency, AccountKind.CUSTOMER_DEPOSIT, f"deposit:{lease_id}")] -= (
+            amount - returned
+        )
+        moves = [(draw, Decimal(1)) for draw in draws]
+        moves += [(back, Decimal(-1)) for back in (release or {}).get("returns", [])]
+        for move, sign in moves:
+            key = (
+                customer,
+                currency,
+                AccountKind.CUSTOMER_BALANCE,
+                grant_subledger(int(move["grant_id"])),
+            )
+            expected[key] += sign * Decimal(move["amount"])
 
 
 def _expect_commission(expected: dict[AccountKey, Decimal]) -> None:

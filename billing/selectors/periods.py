@@ -14,7 +14,14 @@ from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.db.models import Count, Q, QuerySet, Sum
 
 from billing.metering import AllocatedGpu, CardHourUsage, Interval, meter_card_hours
-from billing.models import ISSUED_STATUSES, Invoice, InvoiceLine, LineKind, UsageEvent
+from billing.models import (
+    ISSUED_STATUSES,
+    Invoice,
+    InvoiceLine,
+    LeaseDeposit,
+    LineKind,
+    UsageEvent,
+)
 from billing.rating import (
     AllocationPrice,
     LateTokens,
@@ -348,6 +355,10 @@ def _prepaid_balance(
     """The prepayment still unused: the prepaid amount less what issued invoices drew from it."""
     prepaid = engine.prepayment_amount(terms)
     if prepaid is None:
+        return None
+    if LeaseDeposit.objects.filter(contract=contract).exists():
+        # The deposit is held in the ledger and released there at lease end (docs/ledger.md,
+        # "Deposits"): it is not paid outside, so no invoice returns it.
         return None
     used = (
         InvoiceLine.objects.filter(

@@ -15,6 +15,7 @@ from contracts.services import json_value
 from core.events import emit_to
 from core.lifecycle import StatusChange
 from leasing.choices import HOLD_LIFECYCLE, LEASE_LIFECYCLE, LeaseEventKind, LeaseStatus
+from leasing.hooks import lease_hooks_run
 from leasing.models import Hold, Lease, LeaseEvent, Offer
 
 
@@ -170,6 +171,8 @@ def lease_status_advance(
         update_fields=update_fields,
         inputs=inputs,
     )
+    if to_status in (LeaseStatus.ENDED, LeaseStatus.CANCELLED):
+        lease_hooks_run("ended", lease, at)
     return lease
 
 

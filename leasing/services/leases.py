@@ -32,6 +32,7 @@ from leasing.choices import (
     Workload,
 )
 from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavailable, QuoteExpired
+from leasing.hooks import lease_hooks_run
 from leasing.locks import allocations_lock, hold_lock
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.pricing import offer_prices, rate_for, rent_for
@@ -249,7 +250,7 @@ def lease_create(
     expired_holds_release(now=now)
     with transaction.atomic():
         if hold is not None:
-            return _lease_from_hold(
+            lease = _lease_from_hold(
                 customer=customer,
                 hold=hold,
                 workload=workload,
@@ -258,6 +259,8 @@ def lease_create(
                 actor=actor,
                 now=now,
             )
+            lease_hooks_run("created", lease, now)
+            return lease
         if quote is not None:
             if quote.customer_id != customer.pk:
                 raise Conflict("The quote is not yours.", code="quote_not_yours")
@@ -275,7 +278,7 @@ def lease_create(
                 tags=clean_tags,
             )
         )
-        return _lease_from_request(
+        lease = _lease_from_request(
             customer=customer,
             request=request,
             workload=workload,
@@ -284,6 +287,8 @@ def lease_create(
             actor=actor,
             now=now,
         )
+        lease_hooks_run("created", lease, now)
+        return lease
 
 
 def _prices(

@@ -34,6 +34,8 @@ ALL_TYPES = [
     "budget.threshold_crossed",
     "usage.alert",
     "balance.low",
+    "deposit.held",
+    "deposit.released",
 ]
 
 

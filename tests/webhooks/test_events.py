@@ -18,6 +18,7 @@ from billing.services.budgets import budget_create
 from billing.services.documents import credit_note_issue, invoice_mark_paid
 from billing.services.funds_policy import funds_policies_evaluate, funds_policy_set
 from billing.services.grants import credit_grant_create
+from billing.services.top_ups import top_up_record
 from billing.services.usage_alerts import usage_alert_rule_create
 from billing.tasks import evaluate_budgets, evaluate_usage_alerts, ingest_rollup_refresh
 from contracts import engine
@@ -41,6 +42,7 @@ from tests.contracts.factories import (
 from tests.economics.factories import at, lease_node, offer_on
 from tests.economics.factories import worked_example_node as server
 from tests.inventory.factories import make_site
+from tests.leasing.factories import EXIT_TERMS, make_offer
 from tests.leasing.pool import make_pool, next_hour
 from tests.webhooks.conftest import ALL_TYPES, endpoint_for, pump
 from tests.webhooks.receiver import Receiver
@@ -371,6 +373,29 @@ def test_a_low_balance_warns_the_customer_once_a_day_with_the_days_left(
     assert low["contract_id"] == contract.pk
     assert Decimal(low["days_left"]) < 7 and low["action"] == "warn"
     assert of_type(heard(receiver, theirs), "balance.low") == []  # the customer's money only
+
+
+def test_a_deposit_held_at_lease_start_and_released_at_its_end_tells_both_sides(
+    receiver: Receiver, client_for: ClientFor, provider: Organization, customer: Organization
+):
+    ours, theirs = listen(customer, receiver), listen(provider, receiver)
+    token_contract(provider, customer)  # opens the customer's USD account
+    top_up_record(
+        customer=customer, currency="USD", amount=Decimal("500.00"), reference="wire", actor="ops"
+    )
+    deposit = {"kind": "prepayment", "mode": "deposit", "amount": "300.00"}
+    offer = make_offer(provider, nodes=1, contract_template=[EXIT_TERMS, deposit])
+    start = next_hour()
+    lease = client_for(customer).post(LEASES, window(offer, start=start, hours=2), format="json")
+    assert lease.status_code == 201, lease.json()
+    leases_end_due(now=start + timedelta(hours=3))
+    pump()
+    for endpoint in (ours, theirs):
+        [held] = of_type(heard(receiver, endpoint), "deposit.held")
+        [released] = of_type(heard(receiver, endpoint), "deposit.released")
+        assert held["lease_id"] == released["lease_id"] == lease.json()["id"]
+        assert (Decimal(held["amount"]), held["status"]) == (Decimal("300"), "held")
+        assert (Decimal(released["returned"]), released["status"]) == (Decimal("300"), "released")
 
 
 def test_every_event_type_was_emitted_by_a_trigger_above():

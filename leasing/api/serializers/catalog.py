@@ -32,6 +32,13 @@ class OfferSerializer(serializers.ModelSerializer[Offer]):
     price_per_gpu_hour = DecimalString()
     price_per_node_month = DecimalString(allow_null=True)
     interruptible_price_per_gpu_hour = DecimalString(allow_null=True)
+    # Declared, not derived from the JSON column: a derived field documents `oneOf: [{}, null]`,
+    # which null satisfies twice (tests/fuzz caught it); this is an object or null.
+    index_linked_terms = serializers.DictField(
+        read_only=True,
+        allow_null=True,
+        help_text=Offer._meta.get_field("index_linked_terms").help_text,
+    )
 
     class Meta:
         model = Offer
