@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0018_budget_tag_valid'),
+        ('billing', '0019_deposits'),
     ]
 
     operations = [
