@@ -17,6 +17,7 @@ import time_machine
 from billing.models import Invoice
 from billing.services.cycle import billing_cycle_run
 from contracts.choices import EventKind
+from core.errors import Conflict
 from leasing.models import Lease
 from leasing.services.leases import lease_create, request_build
 from tests.clock import clock_of
@@ -134,20 +135,22 @@ def test_a_31_day_then_30_day_month(provider: Any, customer: Any) -> None:
 def test_a_whole_month_is_exactly_the_rent_whatever_its_length(
     provider: Any, customer: Any
 ) -> None:
-    deposit = {"kind": "prepayment", "mode": "deposit", "share_pct": "10"}
-    lease = rent_lease(provider, customer, nodes=1, start=at(2, 1), end=at(5, 1), extra=(deposit,))
+    lease = rent_lease(provider, customer, nodes=1, start=at(2, 1), end=at(5, 1))
     cycle(at(5, 1, 2))
     rents = [
         invoice.lines.get(kind="node_rent").amount
         for invoice in Invoice.objects.filter(contract=lease.contract).order_by("period_start")
     ]
     assert rents == [RENT, RENT, RENT]  # February 28 days, March 31, April 30
-    # The deposit is 10 % of the contract's value, the rent over its term (3 x 30,000), held
-    # until the end and returned on the last invoice.
-    april = Invoice.objects.get(contract=lease.contract, period_start=at(4, 1))
-    assert lines_of(april) == [
-        ("node_rent", Decimal("1.000000"), RENT, RENT),
-        ("deposit_return", Decimal(1), Decimal("-9000.00"), Decimal("-9000.00")),
-    ]
     february = Invoice.objects.get(contract=lease.contract, period_start=at(2, 1))
     assert "all of February 2027" in february.lines.get().description
+
+
+def test_a_deposit_share_is_of_the_rent_over_the_term(provider: Any, customer: Any) -> None:
+    """10 % of the contract's value, the rent over its term (3 x 30,000 = 90,000): 9,000.00,
+    which the customer's prepaid balance must hold before the lease starts."""
+    deposit = {"kind": "prepayment", "mode": "deposit", "share_pct": "10"}
+    with pytest.raises(Conflict) as refused:
+        rent_lease(provider, customer, nodes=1, start=at(2, 1), end=at(5, 1), extra=(deposit,))
+    assert "a deposit of 9000.00 USD" in refused.value.message
+    assert not Lease.objects.exists()
