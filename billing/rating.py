@@ -108,6 +108,9 @@ class RatingInput:
     service_level: ServiceLevel = ServiceLevel()
     recorded_charges: tuple[RecordedCharge, ...] = ()
     prepaid_balance: Money | None = None
+    # When the contract's service ends (term end, or an earlier exit/end): whole-server rent
+    # runs from the billing start to here.
+    service_end: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,60 @@ def _day(at: datetime) -> str:
 
 def _quantity(value: Decimal) -> Decimal:
     return value.quantize(QUANTITY_PLACES)
+
+
+def _rent_line(facts: RatingInput) -> LineDraft | None:
+    """Whole-server monthly rent of the period: nodes x rent x (seconds leased in each calendar
+    month ÷ that month's seconds), one line, rounded once (contracts.engine.rent)."""
+    terms = facts.terms
+    if terms.rent_per_node_month is None or terms.rented_nodes is None:
+        return None
+    period = facts.period
+    usage = facts.card_hours
+    billing_start = usage.billing_start if usage is not None else None
+    if billing_start is None:
+        return None  # not handed over yet: no rent accrues before the billing start
+    service_end = min(facts.service_end or terms.term_end, terms.term_end)
+    start, end = max(period.start, billing_start, terms.term_start), min(period.end, service_end)
+    if start >= end:
+        return None
+    rent = engine.rent_for_window(
+        nodes=terms.rented_nodes,
+        rent_per_node_month=terms.rent_per_node_month,
+        currency=terms.currency,
+        start=start,
+        end=end,
+    )
+    return LineDraft(
+        kind="node_rent",
+        description=(
+            f"{facts.subject}: rent from {_day(start)} to {_day(end)}: {rent.explanation}"
+        ),
+        quantity=_quantity(rent.months),
+        unit="node-month",
+        unit_price=terms.rent_per_node_month,
+        amount=Money(rent.total, terms.currency),
+        service_start=start,
+        service_end=end,
+        inputs={
+            "nodes": terms.rented_nodes,
+            "rent_per_node_month": str(terms.rent_per_node_month),
+            "pieces": [
+                {
+                    "month": f"{piece.month_start:%Y-%m}",
+                    "start": piece.start.isoformat(),
+                    "end": piece.end.isoformat(),
+                    "seconds": piece.seconds,
+                    "month_seconds": piece.month_seconds,
+                    "amount": str(piece.amount),
+                }
+                for piece in rent.pieces
+            ],
+            # The nodes the rent is for (revenue of each node, economics): one share each.
+            "node_ids": sorted({gpu.node_id for gpu in usage.gpus}) if usage is not None else [],
+            "outage_gpu_seconds": usage.outage_seconds if usage is not None else 0,
+        },
+    )
 
 
 def _card_hour_lines(facts: RatingInput) -> list[LineDraft]:
@@ -436,7 +493,12 @@ def rate_period(facts: RatingInput) -> RatedInvoice:
     terms = facts.terms
     currency = terms.currency
     period = facts.period
-    usage_lines = _card_hour_lines(facts) + _token_lines(facts)
+    rent = _rent_line(facts)
+    if facts.terms.rent_per_node_month is not None:
+        # Whole-server rent replaces card-hours: the nodes are paid for whether used or not.
+        usage_lines = [rent] if rent is not None else []
+    else:
+        usage_lines = _card_hour_lines(facts) + _token_lines(facts)
     lines = list(usage_lines)
     period_usage = sum(
         (line.amount.amount for line in usage_lines if not line.kind.startswith("late_")),

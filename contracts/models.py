@@ -70,6 +70,12 @@ class Contract(models.Model):
         null=True, blank=True, help_text="Fair market rate when signed (price steps)."
     )
     committed_gpus = models.PositiveIntegerField(null=True, blank=True)
+    rent_per_node_month = rate_field(
+        null=True, blank=True, help_text="Whole-server monthly rent per node (prorated by second)."
+    )
+    rented_nodes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Whole nodes rented at rent_per_node_month."
+    )
     committed_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(
         max_length=24, choices=ContractStatus.choices, default=ContractStatus.DRAFT
@@ -111,6 +117,17 @@ class Contract(models.Model):
                     )
                 ),
                 name="contract_rates_match_basis",
+            ),
+            models.CheckConstraint(
+                condition=Q(rent_per_node_month__isnull=True, rented_nodes__isnull=True)
+                | Q(
+                    pricing_basis=PricingBasis.CARD_HOUR,
+                    rent_per_node_month__isnull=False,  # NULL > 0 is not false in SQL
+                    rented_nodes__isnull=False,
+                    rent_per_node_month__gt=0,
+                    rented_nodes__gt=0,
+                ),
+                name="contract_node_rent_complete",
             ),
             models.CheckConstraint(
                 condition=(Q(status=ContractStatus.ENDED) & ~Q(end_reason=""))

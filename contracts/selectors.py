@@ -67,6 +67,8 @@ def contract_terms(contract: Contract) -> engine.ContractTerms:
         rate_per_million_input_tokens=contract.rate_per_million_input_tokens,
         rate_per_million_output_tokens=contract.rate_per_million_output_tokens,
         committed_gpus=contract.committed_gpus,
+        rent_per_node_month=contract.rent_per_node_month,
+        rented_nodes=contract.rented_nodes,
         billing_anchor_day=contract.billing_anchor_day,
         reference_market_rate=contract.reference_market_rate,
         clauses=clauses,

@@ -22,7 +22,7 @@ from accounts.admin import ProviderListFilter
 from core.admin import ServiceAdminMixin, add_field_errors, add_service_error
 from core.errors import ApplicationError
 from core.tags import tags_clean
-from leasing.choices import OfferStatus
+from leasing.choices import OfferStatus, PriceUnit
 from leasing.models import Offer, QuoteShortfall, SlaOffering, SlaSubscription
 from leasing.services.offers import (
     OFFER_FIELDS,
@@ -50,6 +50,8 @@ def _changes(form: forms.ModelForm[Any], names: tuple[str, ...]) -> dict[str, An
 
 _OFFER_TERMS = (
     "price_per_gpu_hour",
+    "price_unit",
+    "price_per_node_month",
     "currency",
     "reserved_ladder",
     "interruptible_price_per_gpu_hour",
@@ -64,12 +66,19 @@ _OFFER_TERMS = (
 class OfferForm(forms.ModelForm[Offer]):
     """An offer whose prices, ladder, availability and contract template follow the API rules."""
 
+    price_unit = forms.ChoiceField(
+        choices=PriceUnit.choices,
+        required=False,
+        help_text="node_month: leases take whole nodes at the monthly rent per node.",
+    )
+
     class Meta:
         model = Offer
         exclude: list[str] = []
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        cleaned["price_unit"] = cleaned.get("price_unit") or PriceUnit.GPU_HOUR
         terms = {name: cleaned.get(name) for name in _OFFER_TERMS}
         if all(terms[name] is not None for name in ("price_per_gpu_hour", "currency")):
             terms["reserved_ladder"] = terms["reserved_ladder"] or {}
@@ -92,6 +101,8 @@ class OfferAdmin(ServiceAdminMixin[Offer], SimpleHistoryAdmin):
         "site",
         "gpu_model",
         "price_per_gpu_hour",
+        "price_unit",
+        "price_per_node_month",
         "interruptible_price_per_gpu_hour",
         "currency",
         "status",

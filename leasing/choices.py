@@ -27,6 +27,13 @@ class PricingMode(models.TextChoices):
     INTERRUPTIBLE = "interruptible", "Interruptible"
 
 
+class PriceUnit(models.TextChoices):
+    """What an offer's price is quoted per: a GPU-hour, or a whole node (server) per month."""
+
+    GPU_HOUR = "gpu_hour", "Per GPU-hour"
+    NODE_MONTH = "node_month", "Per whole node per month"
+
+
 class PriceBasis(models.TextChoices):
     """Whether a lease pays the offer's fixed rate or follows the marketplace index."""
 

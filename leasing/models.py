@@ -20,6 +20,7 @@ from leasing.choices import (
     LeaseEventKind,
     LeaseStatus,
     OfferStatus,
+    PriceUnit,
     PricingMode,
     Workload,
 )
@@ -39,6 +40,15 @@ class Offer(models.Model):
     )
     name = models.CharField(max_length=120)
     price_per_gpu_hour = rate_field(help_text="On-demand rate.")
+    price_unit = models.CharField(
+        max_length=16,
+        choices=PriceUnit.choices,
+        default=PriceUnit.GPU_HOUR,
+        help_text="node_month: leases take whole nodes at the monthly rent per node.",
+    )
+    price_per_node_month = rate_field(
+        null=True, blank=True, help_text="Monthly rent of one whole node (node_month offers)."
+    )
     currency = currency_field()
     reserved_ladder = models.JSONField(
         default=dict, blank=True, help_text='Term months → discount %, e.g. {"1": "5", "12": "25"}.'
@@ -78,6 +88,15 @@ class Offer(models.Model):
                 condition=Q(interruptible_price_per_gpu_hour__isnull=True)
                 | Q(interruptible_price_per_gpu_hour__gt=0),
                 name="offer_interruptible_price_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(price_unit=PriceUnit.GPU_HOUR, price_per_node_month__isnull=True)
+                | Q(
+                    price_unit=PriceUnit.NODE_MONTH,
+                    price_per_node_month__isnull=False,  # NULL > 0 is not false in SQL
+                    price_per_node_month__gt=0,
+                ),
+                name="offer_node_month_price_iff_unit",
             ),
             currency_is_iso("offer_currency_iso"),
             models.CheckConstraint(
@@ -359,6 +378,11 @@ class Lease(models.Model):
     pricing_mode = models.CharField(max_length=16, choices=PricingMode.choices)
     term_months = models.PositiveIntegerField(null=True, blank=True)
     price_per_gpu_hour = rate_field()
+    price_per_node_month = rate_field(
+        null=True,
+        blank=True,
+        help_text="Whole-node monthly rent (node_month offers); then the GPU-hour rate is 0.",
+    )
     currency = currency_field()
     status = models.CharField(max_length=24, choices=LeaseStatus.choices)
     placement = models.CharField(max_length=16, help_text="single_node or multi_node.")
@@ -390,6 +414,11 @@ class Lease(models.Model):
             models.CheckConstraint(condition=Q(gpu_count__gt=0), name="lease_count_positive"),
             models.CheckConstraint(
                 condition=Q(price_per_gpu_hour__gte=0), name="lease_price_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(price_per_node_month__isnull=True)
+                | Q(price_per_node_month__gt=0, price_per_gpu_hour=0),
+                name="lease_node_month_rent_alone",
             ),
             tags_check("tags", "lease_tags_valid"),
         ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import calendar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -24,6 +24,7 @@ class OfferPrices:
     currency: str
     reserved_ladder: dict[int, Decimal]
     interruptible: Decimal | None
+    per_node_month: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +113,30 @@ def rate_for(prices: OfferPrices, *, mode: str, term_months: int | None) -> tupl
     raise ValidationFailed(f"Unknown pricing mode {mode!r}.", code="invalid_pricing_mode")
 
 
+def rent_for(prices: OfferPrices, *, mode: str, term_months: int | None) -> tuple[Decimal, str]:
+    """The monthly rent of one whole node for a pricing mode (the reserved ladder discounts it
+    as it discounts the GPU-hour rate), and a sentence saying why."""
+    rent = prices.per_node_month
+    if rent is None:
+        raise SemanticError("This offer is not priced per node-month.", code="not_node_month")
+    if mode == "on_demand":
+        return rent, f"monthly rent {rent.normalize():f} {prices.currency} per node"
+    if mode == "interruptible":
+        raise SemanticError(
+            "Whole-server monthly rent is not sold interruptible.",
+            code="no_interruptible_capacity",
+        )
+    discounted = replace(prices, on_demand=rent)
+    monthly, _ = rate_for(discounted, mode=mode, term_months=term_months)
+    rung = max(months for months in prices.reserved_ladder if months <= (term_months or 0))
+    discount = prices.reserved_ladder[rung]
+    return monthly, (
+        f"reserved {counted(term_months or 0, 'month')}: {discount:f} % off the monthly rent "
+        f"{rent.normalize():f} (ladder rung {counted(rung, 'month')}) = {monthly.normalize():f} "
+        f"{prices.currency} per node"
+    )
+
+
 def price_window(
     prices: OfferPrices,
     *,
@@ -154,4 +179,5 @@ def offer_prices(offer: Any) -> OfferPrices:
         currency=offer.currency,
         reserved_ladder=ladder_from_json(offer.reserved_ladder),
         interruptible=offer.interruptible_price_per_gpu_hour,
+        per_node_month=offer.price_per_node_month,
     )

@@ -43,6 +43,7 @@ class LineKind(models.TextChoices):
     """What an invoice line charges or credits."""
 
     CARD_HOURS = "card_hours", "Card-hours"
+    NODE_RENT = "node_rent", "Whole-server monthly rent"
     INPUT_TOKENS = "input_tokens", "Input tokens"
     OUTPUT_TOKENS = "output_tokens", "Output tokens"
     CACHED_INPUT_TOKENS = "cached_input_tokens", "Cached input tokens"

@@ -392,6 +392,7 @@ def rating_input(
         tax_rate_pct=tax_rate_pct,
         recorded_charges=_recorded_charges(contract, period, is_final),
         prepaid_balance=_prepaid_balance(contract, terms, invoice),
+        service_end=contract_ends_at(contract),
     )
     if contract.pricing_basis == PricingBasis.CARD_HOUR:
         allocations = _leased_allocations(lease, period)

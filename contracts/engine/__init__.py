@@ -33,6 +33,7 @@ from contracts.engine.index_linked import (
 )
 from contracts.engine.periods import billing_periods, next_period_start, period_containing
 from contracts.engine.pricing import rate_for_period, rate_schedule
+from contracts.engine.rent import Rent, RentPiece, month_bounds, rent_for_window, rent_pieces
 from contracts.engine.sla import sla_credit
 from contracts.engine.terms import (
     AcceptanceOutcome,
@@ -69,6 +70,8 @@ __all__ = [
     "MarketPoint",
     "Period",
     "RateSegment",
+    "Rent",
+    "RentPiece",
     "SuccessorInfo",
     "TerminationQuote",
     "acceptance_run_passes",
@@ -83,12 +86,15 @@ __all__ = [
     "index_reset_schedule",
     "index_resets",
     "minimum_commitment_true_up",
+    "month_bounds",
     "next_period_start",
     "period_containing",
     "prepayment_amount",
     "prepayment_draw",
     "rate_for_period",
     "rate_schedule",
+    "rent_for_window",
+    "rent_pieces",
     "replacement_rate",
     "sla_credit",
     "termination_quote",

@@ -17,6 +17,7 @@ from contracts.engine._common import (
     _utc,
 )
 from contracts.engine.periods import _anchor_at_or_before
+from contracts.engine.rent import rent_for_window
 from contracts.engine.terms import ContractTerms, Decision
 from contracts.schemas import MinimumCommitment, Prepayment
 from core.errors import SemanticError
@@ -101,7 +102,17 @@ def minimum_commitment_true_up(
 
 
 def contract_value(terms: ContractTerms) -> Money:
-    """Committed GPUs x hours in the term x base rate, for card-hour contracts."""
+    """Committed GPUs x hours in the term x base rate, for card-hour contracts; the rent over
+    the whole term (prorated by the second) for whole-server rent."""
+    if terms.rent_per_node_month is not None and terms.rented_nodes is not None:
+        rent = rent_for_window(
+            nodes=terms.rented_nodes,
+            rent_per_node_month=terms.rent_per_node_month,
+            currency=terms.currency,
+            start=terms.term_start,
+            end=terms.term_end,
+        )
+        return Money(rent.total, terms.currency)
     if (
         terms.pricing_basis != "card_hour"
         or terms.committed_gpus is None

@@ -42,6 +42,8 @@ class ContractTerms:
     rate_per_million_input_tokens: Decimal | None = None
     rate_per_million_output_tokens: Decimal | None = None
     committed_gpus: int | None = None
+    rent_per_node_month: Decimal | None = None
+    rented_nodes: int | None = None
     billing_anchor_day: int = 1
     reference_market_rate: Decimal | None = None
     clauses: tuple[ClauseModel, ...] = ()

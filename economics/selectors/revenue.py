@@ -185,6 +185,9 @@ def revenue_attribute() -> Attribution:
 
     by_id = {line["id"]: line for line in lines}
     for line in lines:
+        if line["kind"] == LineKind.NODE_RENT:
+            _place_rent(attribution, line, line["amount"])
+            continue
         _place(attribution, line, line["amount"], weights_of(line), window_of(line))
 
     credits = CreditNoteLine.objects.filter(
@@ -215,9 +218,31 @@ def revenue_attribute() -> Attribution:
             "service_end": credited["service_end"] if credited else None,
             "inputs": credited["inputs"] if credited else {},
         }
+        if credited and credited["kind"] == LineKind.NODE_RENT:
+            _place_rent(attribution, {**credited, **as_line, "id": None}, -credit["amount"])
+            continue
         weights = weights_of(credited) if credited else weights_of(as_line)
         _place(attribution, as_line, -credit["amount"], weights, window_of(as_line))
     return attribution
+
+
+def _place_rent(attribution: Attribution, line: dict[str, Any], amount: Decimal) -> None:
+    """A whole-server rent line: each calendar month takes its own piece of the rent (not a
+    share by seconds: months differ in length), split equally over the rented nodes."""
+    inputs = line["inputs"]
+    nodes = [int(node) for node in inputs.get("node_ids", [])]
+    pieces = inputs.get("pieces", [])
+    total = sum((Decimal(piece["amount"]) for piece in pieces), ZERO)
+    if not nodes or not total:
+        _place(attribution, line, amount, {}, (line["service_start"], line["service_end"]))
+        return
+    for piece in pieces:
+        start = datetime.fromisoformat(piece["start"])
+        share = amount * Decimal(piece["amount"]) / total / len(nodes)
+        for node_id in nodes:
+            attribution.pieces[node_id, _month_start(start.astimezone(UTC))].append(
+                RevenuePiece(line["currency"], line["kind"], share, line["invoice__number"] or "")
+            )
 
 
 def _place(

@@ -20,7 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core.errors import ValidationFailed
-from leasing.choices import OfferStatus, PricingMode
+from leasing.choices import OfferStatus, PriceUnit, PricingMode
 from leasing.pricing import OfferPrices, ladder_from_json, price_window
 from leasing.selectors.free import (
     BLOCKED_PER_NODE_SQL,
@@ -182,6 +182,7 @@ WITH candidate_offers AS (
   JOIN inventory_site s ON s.id = o.site_id
   JOIN accounts_organization pr ON pr.id = o.provider_id
   WHERE o.status = %(published)s
+    AND o.price_unit = %(gpu_hour)s
     AND o.available_from <= %(start)s
     AND (o.available_until IS NULL OR o.available_until >= %(end)s)
     AND o.min_term_hours * interval '1 hour' <= %(duration)s
@@ -228,6 +229,8 @@ def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
         mode=filters.pricing_mode,
         term_months=filters.term_months,
         published=OfferStatus.PUBLISHED,
+        # GPU-hour offers only: whole-server monthly rent is leased from its offer directly.
+        gpu_hour=PriceUnit.GPU_HOUR,
         duration=filters.window.duration,
         min_gpus=filters.min_gpus,
         limit=filters.limit,

@@ -37,6 +37,7 @@ from leasing.services.allocation import (
 )
 from leasing.services.history import hold_event_record, hold_status_advance
 from leasing.services.leases import LeaseRequest
+from leasing.services.node_rent import is_node_month, whole_nodes_placed
 
 DEFAULT_HOLD_TTL = timedelta(minutes=10)
 
@@ -81,6 +82,8 @@ def hold_create(
             end=request.end,
             preemptible=True,  # a hold takes only GPUs nobody holds, interruptible or not
         )
+        if is_node_month(request.offer):
+            whole_nodes_placed(placement.gpu_ids)  # a whole-server hold takes whole nodes
         hold = Hold.objects.create(
             customer=customer,
             offer=request.offer,

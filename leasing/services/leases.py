@@ -35,7 +35,7 @@ from leasing.errors import CapacityGone, HoldExpired, InvalidWindow, OfferUnavai
 from leasing.hooks import lease_hooks_run
 from leasing.locks import allocations_lock, hold_lock
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
-from leasing.pricing import offer_prices, rate_for
+from leasing.pricing import offer_prices, rate_for, rent_for
 from leasing.selectors.windows import window_end
 from leasing.services.allocation import (
     allocations_create,
@@ -45,7 +45,8 @@ from leasing.services.allocation import (
 )
 from leasing.services.changes import allocations_preempt
 from leasing.services.history import hold_status_advance, lease_event_record
-from leasing.services.lease_contracts import lease_contract_create
+from leasing.services.lease_contracts import NodeRent, lease_contract_create
+from leasing.services.node_rent import is_node_month, whole_nodes, whole_nodes_placed
 
 # A window may start a little in the past: clocks differ and requests take time.
 START_SKEW = timedelta(minutes=5)
@@ -105,7 +106,11 @@ def request_build(
             f"The offer's minimum term is {counted(offer.min_term_hours, 'hour')}.",
             code="below_min_term",
         )
-    rate_for(offer_prices(offer), mode=pricing_mode, term_months=term_months)  # mode available?
+    if is_node_month(offer):
+        whole_nodes(offer, gpu_count)
+        rent_for(offer_prices(offer), mode=pricing_mode, term_months=term_months)
+    else:
+        rate_for(offer_prices(offer), mode=pricing_mode, term_months=term_months)  # available?
     return LeaseRequest(offer, gpu_count, start, end, pricing_mode, term_months)
 
 
@@ -136,6 +141,7 @@ def _lease_row(
     rate: Decimal,
     placement: str,
     hold: Hold | None,
+    rent: NodeRent | None,
     workload: str,
     tags: Tags,
     actor: str,
@@ -158,6 +164,7 @@ def _lease_row(
         pricing_mode=request.pricing_mode,
         term_months=request.term_months,
         price_per_gpu_hour=rate,
+        price_per_node_month=rent.per_node_month if rent is not None else None,
         currency=request.offer.currency,
         status=status,
         placement=placement,
@@ -170,13 +177,18 @@ def _lease_row(
         if status == LeaseStatus.PENDING_ACCEPTANCE
         else ""
     )
+    price = (
+        f"{rent.explanation}, {counted(rent.nodes, 'whole node')}"
+        if rent is not None
+        else f"{rate.normalize():f} {lease.currency} per GPU-hour"
+    )
     lease_event_record(
         lease,
         kind=LeaseEventKind.CREATED,
         effective_at=now,
         explanation=(
             f"{customer} leased {counted(request.gpu_count, 'GPU')} from {source} "
-            f"({request.pricing_mode}, {rate.normalize():f} {lease.currency} per GPU-hour) from "
+            f"({request.pricing_mode}, {price}) from "
             f"{request.start:%Y-%m-%d %H:%M} to {request.end:%Y-%m-%d %H:%M} UTC under contract "
             f"{contract.number}; the lease is {status}{waiting}."
         ),
@@ -191,6 +203,8 @@ def _lease_row(
             "pricing_mode": request.pricing_mode,
             "term_months": request.term_months,
             "price_per_gpu_hour": rate,
+            "price_per_node_month": rent.per_node_month if rent is not None else None,
+            "nodes": rent.nodes if rent is not None else None,
             "placement": placement,
             "workload": workload,
             "tags": tags,
@@ -277,6 +291,26 @@ def lease_create(
         return lease
 
 
+def _prices(
+    request: LeaseRequest, *, placed_gpu_ids: list[int], price_basis: str
+) -> tuple[Decimal, NodeRent | None]:
+    """The GPU-hour rate, or (a node_month offer) rate 0 and the whole-node rent, checking the
+    placed GPUs are whole nodes."""
+    prices = offer_prices(request.offer)
+    if not is_node_month(request.offer):
+        rate, _ = rate_for(prices, mode=request.pricing_mode, term_months=request.term_months)
+        return rate, None
+    if price_basis != PriceBasis.FIXED:
+        raise ValidationFailed(
+            "Whole-server monthly rent is a fixed rent; it has no index-linked option.",
+            code="node_month_fixed_only",
+            detail={"field": "price_basis"},
+        )
+    nodes = whole_nodes_placed(placed_gpu_ids)
+    per_node, why = rent_for(prices, mode=request.pricing_mode, term_months=request.term_months)
+    return Decimal(0), NodeRent(nodes=nodes, per_node_month=per_node, explanation=why)
+
+
 def _lease_from_request(
     *,
     customer: Organization,
@@ -296,9 +330,7 @@ def _lease_from_request(
         preemptible=interruptible,
         now=now,
     )
-    rate, _ = rate_for(
-        offer_prices(request.offer), mode=request.pricing_mode, term_months=request.term_months
-    )
+    rate, rent = _prices(request, placed_gpu_ids=placement.gpu_ids, price_basis=price_basis)
     contract, rate = lease_contract_create(
         customer=customer,
         request=request,
@@ -306,6 +338,7 @@ def _lease_from_request(
         actor=actor,
         now=now,
         price_basis=price_basis,
+        rent=rent,
     )
     lease = _lease_row(
         customer=customer,
@@ -314,6 +347,7 @@ def _lease_from_request(
         rate=rate,
         placement=placement.placement,
         hold=None,
+        rent=rent,
         workload=workload,
         tags=tags,
         actor=actor,
@@ -378,8 +412,8 @@ def _lease_from_hold(
     request = LeaseRequest(
         hold.offer, hold.gpu_count, hold.start, hold.end, hold.pricing_mode, hold.term_months
     )
-    rate, _ = rate_for(
-        offer_prices(hold.offer), mode=hold.pricing_mode, term_months=hold.term_months
+    rate, rent = _prices(
+        request, placed_gpu_ids=[a.gpu_id for a in allocations], price_basis=price_basis
     )
     contract, rate = lease_contract_create(
         customer=customer,
@@ -388,6 +422,7 @@ def _lease_from_hold(
         actor=actor,
         now=now,
         price_basis=price_basis,
+        rent=rent,
     )
     node_count = len({allocation.node_id for allocation in allocations})
     lease = _lease_row(
@@ -397,6 +432,7 @@ def _lease_from_hold(
         rate=rate,
         placement="single_node" if node_count == 1 else "multi_node",
         hold=hold,
+        rent=rent,
         workload=workload,
         tags=hold.tags if tags is None else tags,
         actor=actor,

@@ -29,7 +29,7 @@ from core.errors import (
 from core.tags import tags_clean
 from inventory.models import GpuModel, Node, Site
 from inventory.rules import currency_errors
-from leasing.choices import OfferStatus
+from leasing.choices import OfferStatus, PriceUnit
 from leasing.locks import offer_lock, sla_offering_lock
 from leasing.models import Offer, SlaOffering, SlaSubscription
 from leasing.pricing import ladder_from_json
@@ -38,6 +38,8 @@ from leasing.selectors.index_linked import index_linked_terms_errors
 OFFER_FIELDS = (
     "name",
     "price_per_gpu_hour",
+    "price_unit",
+    "price_per_node_month",
     "currency",
     "reserved_ladder",
     "interruptible_price_per_gpu_hour",
@@ -129,12 +131,48 @@ def _gpu_model(slug: str) -> GpuModel:
     return model
 
 
+def _node_month_errors(values: Mapping[str, Any]) -> list[FieldError]:
+    """price_unit node_month goes with a positive price_per_node_month, gpu_hour without one."""
+    unit, rent = values["price_unit"], values["price_per_node_month"]
+    if unit not in PriceUnit.values:
+        return [
+            FieldError("price_unit", "invalid_price_unit", f"One of {', '.join(PriceUnit.values)}.")
+        ]
+    if unit == PriceUnit.NODE_MONTH and rent is None:
+        return [
+            FieldError(
+                "price_per_node_month",
+                "node_month_price_required",
+                "A node_month offer needs price_per_node_month.",
+            )
+        ]
+    if unit == PriceUnit.GPU_HOUR and rent is not None:
+        return [
+            FieldError(
+                "price_per_node_month",
+                "node_month_price_without_unit",
+                "price_per_node_month goes with price_unit node_month.",
+            )
+        ]
+    errors = _positive("price_per_node_month", rent)
+    if unit == PriceUnit.NODE_MONTH and values["interruptible_price_per_gpu_hour"] is not None:
+        errors.append(
+            FieldError(
+                "interruptible_price_per_gpu_hour",
+                "node_month_not_interruptible",
+                "Whole-server monthly rent is not sold interruptible.",
+            )
+        )
+    return errors
+
+
 def _offer_rule_errors(values: Mapping[str, Any]) -> list[FieldError]:
     """Rules of an offer's own terms (prices, ladder, availability, clauses)."""
     errors = _positive("price_per_gpu_hour", values["price_per_gpu_hour"])
     errors += _positive(
         "interruptible_price_per_gpu_hour", values["interruptible_price_per_gpu_hour"]
     )
+    errors += _node_month_errors(values)
     errors += currency_errors("currency", values["currency"])
     try:
         ladder_from_json(values["reserved_ladder"])
@@ -164,6 +202,8 @@ def offer_validate_terms(values: Mapping[str, Any]) -> list[FieldError]:
 def _offer_defaults() -> dict[str, Any]:
     return {
         "reserved_ladder": {},
+        "price_unit": PriceUnit.GPU_HOUR,
+        "price_per_node_month": None,
         "interruptible_price_per_gpu_hour": None,
         "preemption_notice_minutes": 5,
         "min_term_hours": 1,

@@ -172,3 +172,21 @@ def test_an_unused_offer_is_deleted_through_offer_delete(admin_client, provider)
     response = admin_client.post(f"{OFFERS}{offer.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302
     assert not Offer.objects.exists()
+
+
+def test_a_node_month_offer_in_the_admin_needs_its_monthly_rent(admin_client, provider):
+    site = make_site(provider)
+    make_node(site, gpu_model="h200-sxm")
+    response = admin_client.post(
+        f"{OFFERS}add/", _offer_form(provider, site, price_unit="node_month")
+    )
+    assert response.status_code == 200  # the form again, with the rule's error
+    assert "price_per_node_month" in response.context["adminform"].form.errors
+    assert not Offer.objects.exists()
+    response = admin_client.post(
+        f"{OFFERS}add/",
+        _offer_form(provider, site, price_unit="node_month", price_per_node_month="14500"),
+    )
+    assert response.status_code == 302, _errors(response)
+    offer = Offer.objects.get()
+    assert (offer.price_unit, offer.price_per_node_month) == ("node_month", Decimal("14500"))

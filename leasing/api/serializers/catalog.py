@@ -16,7 +16,7 @@ from accounts.api.serializers import ProviderRefSerializer
 from core.api.fields import CurrencyField, DecimalString, MinorUnitMixin, RateField
 from core.api.serializers import StrictInputSerializer
 from inventory.api.serializers import GpuModelRefSerializer, SiteRefSerializer
-from leasing.choices import OfferStatus, PricingMode
+from leasing.choices import OfferStatus, PriceUnit, PricingMode
 from leasing.models import Offer, Quote, SlaOffering
 
 
@@ -30,6 +30,7 @@ class OfferSerializer(serializers.ModelSerializer[Offer]):
         help_text="Named nodes; empty means every node of the model at the site."
     )
     price_per_gpu_hour = DecimalString()
+    price_per_node_month = DecimalString(allow_null=True)
     interruptible_price_per_gpu_hour = DecimalString(allow_null=True)
     # Declared, not derived from the JSON column: a derived field documents `oneOf: [{}, null]`,
     # which null satisfies twice (tests/fuzz caught it); this is an object or null.
@@ -49,6 +50,8 @@ class OfferSerializer(serializers.ModelSerializer[Offer]):
             "gpu_model",
             "nodes",
             "price_per_gpu_hour",
+            "price_unit",
+            "price_per_node_month",
             "currency",
             "reserved_ladder",
             "interruptible_price_per_gpu_hour",
@@ -74,6 +77,14 @@ class _OfferTermsSerializer(StrictInputSerializer):
 
     name = serializers.CharField(max_length=120)
     price_per_gpu_hour = RateField()
+    price_unit = serializers.ChoiceField(
+        choices=PriceUnit.choices,
+        required=False,
+        help_text="node_month: leases take whole nodes at price_per_node_month.",
+    )
+    price_per_node_month = RateField(
+        required=False, allow_null=True, help_text="Monthly rent of one whole node."
+    )
     currency = CurrencyField(help_text="ISO-4217, e.g. USD.")
     reserved_ladder = serializers.DictField(
         required=False, help_text='Term months → discount %, e.g. {"1": "5", "12": "25"}.'

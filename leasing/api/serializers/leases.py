@@ -183,6 +183,7 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
             "pricing_mode",
             "term_months",
             "price_per_gpu_hour",
+            "price_per_node_month",
             "currency",
             "status",
             "placement",
