@@ -1,0 +1,22 @@
+"""The shop: offers, SLA offerings and their subscriptions, quotes and the shortfalls of quotes
+that found no capacity, holds, leases, the GPU allocations behind them and their history."""
+
+from leasing.models.allocations import Allocation, LeaseEvent, PreemptionNotice
+from leasing.models.holds_leases import Hold, HoldLimit, Lease
+from leasing.models.offers import Offer
+from leasing.models.quotes import Quote, QuoteShortfall
+from leasing.models.sla import SlaOffering, SlaSubscription
+
+__all__ = [
+    "Allocation",
+    "Hold",
+    "HoldLimit",
+    "Lease",
+    "LeaseEvent",
+    "Offer",
+    "PreemptionNotice",
+    "Quote",
+    "QuoteShortfall",
+    "SlaOffering",
+    "SlaSubscription",
+]
