@@ -23,6 +23,7 @@ from billing.models import (
     DocumentSequence,
     FundsPolicy,
     Invoice,
+    LeaseDeposit,
     LedgerAccount,
     Payout,
     ProviderStatement,
@@ -157,3 +158,8 @@ def credit_grant_lock(grant_id: int) -> CreditGrant:
 def top_up_lock(top_up_id: int) -> TopUp:
     """Re-read a top-up (with its customer) under its row lock (it settles once)."""
     return TopUp.objects.select_for_update().select_related("customer").get(pk=top_up_id)
+
+
+def lease_deposit_lock(lease_id: int) -> LeaseDeposit | None:
+    """The lease's deposit under its row lock (it is released once), or None when it has none."""
+    return LeaseDeposit.objects.select_for_update().filter(lease_id=lease_id).first()

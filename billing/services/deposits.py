@@ -25,7 +25,7 @@ from typing import Any
 from django.db.models import Sum
 from django.utils import timezone
 
-from billing.locks import ledger_accounts_lock
+from billing.locks import lease_deposit_lock, ledger_accounts_lock
 from billing.models import (
     AccountKind,
     DepositStatus,
@@ -179,7 +179,7 @@ def overdue_owed(lease: Lease, now: datetime) -> Decimal:
 
 def deposit_release(lease: Lease, at: datetime) -> LeaseDeposit | None:
     """Give the deposit back less what is overdue (lease hook `ended`); once per deposit."""
-    deposit = LeaseDeposit.objects.select_for_update().filter(lease=lease).first()
+    deposit = lease_deposit_lock(lease.pk)
     if deposit is None or deposit.status != DepositStatus.HELD:
         return deposit
     now = max(at, timezone.now())
