@@ -16,6 +16,7 @@ from contracts.engine._common import (
     _rate,
     _utc,
 )
+from contracts.engine.rent import rent_for_window
 from contracts.engine.terms import ContractTerms, Decision, ExitRequest, TerminationQuote
 from contracts.schemas import ExitTerms
 from core.errors import SemanticError, ValidationFailed
@@ -60,6 +61,8 @@ def _exit_fee(
     """The unwaived fee, rounded once, and the arithmetic that produced it."""
     if clause.fee == "none":
         return Decimal(0), "the contract has no early-termination fee"
+    if terms.rent_per_node_month is not None and terms.rented_nodes is not None:
+        return _server_rent_exit_fee(terms, clause, effective_end)
     gpus = terms.committed_gpus
     if gpus is None or rate is None:
         raise SemanticError(
@@ -85,6 +88,46 @@ def _exit_fee(
         words = (
             f"{_pct(clause.fee_pct)} % of the remaining commitment = {_pct(clause.fee_pct)} % x "
             f"{counted(gpus, 'GPU')} x {_pct(remaining_hours)} h x {_rate(rate)} {terms.rate_unit}"
+        )
+    return round_money(max(raw, Decimal(0)), terms.currency), words
+
+
+def _server_rent_exit_fee(
+    terms: ContractTerms, clause: ExitTerms, effective_end: datetime
+) -> tuple[Decimal, str]:
+    """The fee of a whole-server rent contract: months of its monthly rent (capped at the rent
+    still owed), or a percent of the rent from the effective end to the term's end."""
+    assert terms.rent_per_node_month is not None and terms.rented_nodes is not None
+    nodes, rent = terms.rented_nodes, terms.rent_per_node_month
+    remaining = (
+        rent_for_window(
+            nodes=nodes,
+            rent_per_node_month=rent,
+            currency=terms.currency,
+            start=effective_end,
+            end=terms.term_end,
+        ).total
+        if effective_end < terms.term_end
+        else Decimal(0)
+    )
+    if clause.fee == "months_of_rent":
+        assert clause.fee_months is not None  # guaranteed by the schema
+        raw = clause.fee_months * nodes * rent
+        words = (
+            f"{counted(clause.fee_months, 'month', shown=_pct(clause.fee_months))} of rent = "
+            f"{_pct(clause.fee_months)} x {counted(nodes, 'whole node')} "
+            f"x {_rate(rent)} {terms.currency} per node per month"
+        )
+        if raw > remaining:
+            # A fee above the rent still owed would make leaving dearer than staying.
+            raw = remaining
+            words += f", capped at the rent still owed to the term's end ({remaining:,})"
+    else:
+        assert clause.fee_pct is not None  # guaranteed by the schema
+        raw = clause.fee_pct / HUNDRED * remaining
+        words = (
+            f"{_pct(clause.fee_pct)} % of the rent still owed to the term's end = "
+            f"{_pct(clause.fee_pct)} % x {remaining:,} {terms.currency}"
         )
     return round_money(max(raw, Decimal(0)), terms.currency), words
 

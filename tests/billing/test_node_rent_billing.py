@@ -22,7 +22,7 @@ from leasing.models import Lease
 from leasing.services.leases import lease_create, request_build
 from tests.clock import clock_of
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER
-from tests.leasing.factories import make_offer, outage
+from tests.leasing.factories import EXIT_TERMS, make_offer, outage
 from tests.scenarios import acceptance_passed
 
 at = clock_of(2027)
@@ -154,3 +154,72 @@ def test_a_deposit_share_is_of_the_rent_over_the_term(provider: Any, customer: A
         rent_lease(provider, customer, nodes=1, start=at(2, 1), end=at(5, 1), extra=(deposit,))
     assert "a deposit of 9000.00 USD" in refused.value.message
     assert not Lease.objects.exists()
+
+
+EXIT_PCT = {
+    "kind": "exit_terms",
+    "notice_days_lessee": 30,
+    "notice_days_lessor": 90,
+    "fee": "percent_of_remaining",
+    "fee_pct": "20",
+    "fee_free_triggers": [],
+    "data_migration_days": 14,
+    "data_migration_party": "lessor",
+}
+
+
+def test_leaving_a_rent_contract_early_costs_months_of_its_server_rent(
+    client_for: Any, provider: Any, customer: Any
+) -> None:
+    """3 months of rent on 2 servers at 30,000 = 180,000.00 USD, not months of a GPU-hour rate
+    (a rent contract's is 0), quoted through the API and charged by the exit."""
+    lease = rent_lease(
+        provider, customer, nodes=2, start=at(2, 1), end=at(12, 1), extra=(EXIT_TERMS,)
+    )
+    client = client_for(customer)
+    with time_machine.travel(at(3, 1), tick=False):
+        quote = client.post(
+            f"/api/v1/contracts/{lease.contract_id}/termination-quote",
+            {"exit_date": "2027-04-15"},
+            format="json",
+        )
+        assert quote.status_code == 200, quote.json()
+        assert quote.json()["fee"] == str(cents(3 * 2 * RENT)) == "180000.00"
+        assert "3 x 2 whole nodes x 30000" in quote.json()["explanation"]
+        exited = client.post(
+            f"/api/v1/leases/{lease.pk}/exit", {"exit_date": "2027-04-15"}, format="json"
+        )
+        assert exited.status_code == 200, exited.json()
+    fee = lease.contract.events.get(kind=EventKind.EXIT_FEE)
+    assert (fee.amount, fee.currency) == (Decimal("180000.00"), "USD")
+
+
+def test_a_rent_fee_never_exceeds_the_rent_still_owed_and_a_percent_is_of_that_rent(
+    client_for: Any, provider: Any, customer: Any
+) -> None:
+    # Months of rent near the end: exit effective 2027-05-01 (30 days' notice from 2027-04-01),
+    # term ends 2027-06-01: the rent still owed is 2 x 30,000 x 31/31 (May) = 60,000.00, below
+    # 3 x 2 x 30,000 = 180,000.00, so the fee is capped there.
+    capped = rent_lease(
+        provider, customer, nodes=2, start=at(2, 1), end=at(6, 1), extra=(EXIT_TERMS,)
+    )
+    client = client_for(customer)
+    with time_machine.travel(at(4, 1), tick=False):
+        quote = client.post(
+            f"/api/v1/contracts/{capped.contract_id}/termination-quote",
+            {"exit_date": "2027-05-01"},
+            format="json",
+        ).json()
+    assert quote["fee"] == "60000.00"
+    assert "capped at the rent still owed" in quote["explanation"]
+    # A percent: 20 % of the rent from 2027-05-01 to 2027-06-01 on one server = 0.2 x 30,000.
+    percent = rent_lease(
+        provider, customer, nodes=1, start=at(2, 1), end=at(6, 1), extra=(EXIT_PCT,)
+    )
+    with time_machine.travel(at(4, 1), tick=False):
+        quote = client.post(
+            f"/api/v1/contracts/{percent.contract_id}/termination-quote",
+            {"exit_date": "2027-05-01"},
+            format="json",
+        ).json()
+    assert quote["fee"] == str(cents(Decimal("0.2") * RENT)) == "6000.00"
