@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -45,13 +46,20 @@ def grant_expired_key(grant: CreditGrant) -> str:
     return f"grant:{grant.pk}:expired"
 
 
-def money_amount_check(amount: Decimal, currency: str, *, code: str, what: str) -> None:
-    """A positive amount in the currency's minor unit, else 400 with `code`."""
+def money_amount_check(
+    amount: Decimal,
+    currency: str,
+    *,
+    code: str,
+    what: str,
+    detail: dict[str, Any] | None = None,
+) -> None:
+    """A positive amount in the currency's minor unit, else 400 with `code` (and `detail`)."""
     if amount <= 0 or round_money(amount, currency) != amount:
         raise ValidationFailed(
             f"{what} is a positive amount in the currency's minor unit.",
             code=code,
-            detail={"field": "amount"},
+            detail={"field": "amount"} if detail is None else detail,
         )
 
 

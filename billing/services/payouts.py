@@ -44,6 +44,7 @@ from billing.models import (
     ProviderStatement,
     TransactionKind,
 )
+from billing.services.grants import money_amount_check
 from billing.services.ledger import Leg, ledger_account, ledger_post, ledger_reverse
 from billing.services.stripe_transfers import (
     stripe_transfer_create,
@@ -52,7 +53,6 @@ from billing.services.stripe_transfers import (
 )
 from core.errors import Conflict, SemanticError, ValidationFailed
 from core.lifecycle import StatusChange
-from core.money import round_money
 
 logger = logging.getLogger(__name__)
 
@@ -123,12 +123,13 @@ def payout_create(
     available = ledger_accounts_lock(available, in_transit)[available.pk]
     payable = max(ZERO, min(statement.payable, -available.balance))
     amount = payable if amount is None else amount
-    if amount <= 0 or round_money(amount, currency) != amount:
-        raise ValidationFailed(
-            "A payout is a positive amount in the currency's minor unit.",
-            code="invalid_payout_amount",
-            detail={"amount": str(amount)},
-        )
+    money_amount_check(
+        amount,
+        currency,
+        code="invalid_payout_amount",
+        what="A payout",
+        detail={"amount": str(amount)},
+    )
     if amount > payable:
         raise SemanticError(
             f"{amount} {currency} is more than the {payable} {currency} payable.",
