@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 import time_machine
 
-from billing.models import FundsAlert, FundsPolicy, GrantKind
+from billing.models import FundsAlert, FundsPolicy, GrantKind, UsageRollup
 from billing.services.grants import credit_grant_create
 from billing.services.top_ups import top_up_record
 from billing.tasks import evaluate_funds
@@ -19,6 +19,7 @@ from contracts.choices import EndReason
 from core.models import OutboxEvent
 from leasing.choices import LeaseStatus
 from leasing.models import Lease
+from tests.billing.factories import token_contract
 from tests.leasing.pool import make_pool
 
 pytestmark = pytest.mark.django_db
@@ -171,3 +172,40 @@ def test_a_policy_is_set_by_its_lessee_only(running, customer, other_customer, c
     assert not FundsPolicy.objects.exists()
     assert client_for(customer).post(POLICIES, body, format="json").status_code == 200
     assert client_for(other_customer).get(POLICIES).json()["results"] == []
+
+
+def test_the_burn_down_counts_each_token_contracts_last_seven_days(provider, customer, client_for):
+    first, second = token_contract(provider, customer), token_contract(provider, customer)
+
+    def used(contract, hour, inputs, outputs):
+        UsageRollup.objects.create(
+            contract=contract,
+            hour=hour,
+            requests_total=1,
+            requests_success=1,
+            requests_timeout=0,
+            requests_error=0,
+            requests_rejected=0,
+            input_tokens_success=inputs,
+            output_tokens_success=outputs,
+            refreshed_at=T0,
+        )
+
+    used(first, T0 - timedelta(days=2), 7_000_000, 2_000_000)  # 3.50 + 3.00 USD
+    used(first, T0 - timedelta(days=8), 50_000_000, 0)  # before the seven days: not counted
+    used(second, T0 - timedelta(hours=3), 14_000_000, 0)  # 7.00 USD
+    credit_grant_create(
+        customer=customer,
+        currency="USD",
+        amount=Decimal("100.00"),
+        kind=GrantKind.PROMOTIONAL,
+        reason="trial",
+        vouched_by="operator ops",
+        actor="ops",
+        now=T0,
+    )
+    with time_machine.travel(T0, tick=False):
+        rows = client_for(customer, "read").get("/api/v1/burn-down/").json()["results"]
+
+    row = rows[0]["currencies"][0]
+    assert Decimal(row["daily_burn"]) == Decimal("1.93")  # 13.50 USD over seven days
