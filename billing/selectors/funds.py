@@ -76,10 +76,15 @@ def _token_burn(customer_id: int, currency: str, now: datetime) -> Decimal:
     )
     spend = Decimal(0)
     since = now - timedelta(days=TOKEN_WINDOW_DAYS)
+    usage = {
+        row["contract_id"]: row
+        for row in UsageRollup.objects.filter(contract__in=contracts, hour__gte=since, hour__lt=now)
+        .order_by()
+        .values("contract_id")
+        .annotate(inputs=Sum("input_tokens_success"), outputs=Sum("output_tokens_success"))
+    }
     for contract in contracts:
-        used = UsageRollup.objects.filter(
-            contract=contract, hour__gte=since, hour__lt=now
-        ).aggregate(inputs=Sum("input_tokens_success"), outputs=Sum("output_tokens_success"))
+        used = usage.get(contract.pk, {"inputs": None, "outputs": None})
         spend += Decimal(used["inputs"] or 0) / MILLION * (
             contract.rate_per_million_input_tokens or 0
         ) + Decimal(used["outputs"] or 0) / MILLION * (contract.rate_per_million_output_tokens or 0)
