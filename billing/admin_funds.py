@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -24,7 +25,7 @@ from billing.models import (
     TopUp,
     TopUpMethod,
 )
-from billing.selectors.funds import burn_down
+from billing.selectors.funds import burn_down, grants_with_balances
 from billing.services.funds_policy import funds_policy_set
 from billing.services.grants import credit_grant_create, money_amount_check
 from billing.services.top_ups import top_up_record
@@ -33,10 +34,9 @@ from core.errors import ApplicationError
 
 
 def _remaining(grant: CreditGrant) -> str:
-    account = grant.customer.ledger_accounts.filter(
-        kind="customer_balance", currency=grant.currency, subledger=grant.subledger
-    ).first()
-    return f"{-account.balance if account else 0} {grant.currency}"
+    """From the changelist's annotation (grants_with_balances): no query a row."""
+    balance = getattr(grant, "subledger_balance", None)
+    return f"{-balance if balance is not None else 0} {grant.currency}"
 
 
 class CreditGrantForm(forms.ModelForm[CreditGrant]):
@@ -96,6 +96,9 @@ class CreditGrantAdmin(ServiceAdminMixin[CreditGrant]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[CreditGrant]:
+        return grants_with_balances(super().get_queryset(request))
 
     @admin.display(description="Remaining")
     def remaining(self, grant: CreditGrant) -> str:

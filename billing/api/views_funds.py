@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import CharField, OuterRef, QuerySet, Subquery, Value
-from django.db.models.functions import Cast, Concat
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -39,7 +38,8 @@ from billing.api.serializers_funds import (
     TopUpCreateSerializer,
     TopUpSerializer,
 )
-from billing.models import AccountKind, CreditGrant, FundsPolicy, GrantKind, LedgerAccount, TopUp
+from billing.models import CreditGrant, FundsPolicy, GrantKind, TopUp
+from billing.selectors.funds import grants_with_balances
 from billing.services.funds_policy import funds_policy_set
 from billing.services.grants import credit_grant_create
 from billing.services.top_ups import top_up_record, top_up_start
@@ -60,19 +60,6 @@ def _customer(organization_id: int) -> Organization:
     return customer
 
 
-def grants_with_balances() -> QuerySet[CreditGrant]:
-    """Grants with their sub-ledger's balance (`subledger_balance`), in one query."""
-    balance = LedgerAccount.objects.filter(
-        organization_id=OuterRef("customer_id"),
-        currency=OuterRef("currency"),
-        kind=AccountKind.CUSTOMER_BALANCE,
-        subledger=Concat(Value("grant:"), Cast(OuterRef("pk"), CharField())),
-    ).values("balance")[:1]
-    return CreditGrant.objects.select_related("top_up").annotate(
-        subledger_balance=Subquery(balance)
-    )
-
-
 class CreditGrantViewSet(
     OrganizationScopedMixin,
     mixins.ListModelMixin,
@@ -81,7 +68,7 @@ class CreditGrantViewSet(
 ):
     """Grants on the caller's prepaid balance (operators: everyone's; they create grants)."""
 
-    queryset = grants_with_balances()
+    queryset = grants_with_balances(CreditGrant.objects.select_related("top_up"))
     serializer_class = CreditGrantSerializer
     lookup_value_regex = r"\d+"
     tenant_fields = ("customer",)
@@ -110,7 +97,9 @@ class CreditGrantViewSet(
             **data,
         )
         return Response(
-            CreditGrantSerializer(grants_with_balances().get(pk=grant.pk)).data,
+            CreditGrantSerializer(
+                grants_with_balances(CreditGrant.objects.select_related("top_up")).get(pk=grant.pk)
+            ).data,
             status=status.HTTP_201_CREATED,
         )
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Sum
+from django.db.models import CharField, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Cast, Concat
 
-from billing.models import AccountKind, Invoice, InvoiceStatus, LedgerAccount
+from billing.models import AccountKind, CreditGrant, Invoice, InvoiceStatus, LedgerAccount
 from billing.models.usage import UsageRollup
 from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.models import Contract
@@ -43,6 +44,20 @@ class BurnDown:
     runs_out_at: datetime | None
     as_of: datetime
     explanation: str
+
+
+def grants_with_balances(grants: QuerySet[CreditGrant] | None = None) -> QuerySet[CreditGrant]:
+    """Grants (all by default) with their sub-ledger's balance (`subledger_balance`, None
+    before the sub-ledger is opened), in one query."""
+    balance = LedgerAccount.objects.filter(
+        organization_id=OuterRef("customer_id"),
+        currency=OuterRef("currency"),
+        kind=AccountKind.CUSTOMER_BALANCE,
+        # grant_subledger(pk), in SQL
+        subledger=Concat(Value("grant:"), Cast(OuterRef("pk"), CharField())),
+    ).values("balance")[:1]
+    base = CreditGrant.objects.all() if grants is None else grants
+    return base.annotate(subledger_balance=Subquery(balance))
 
 
 def prepaid_balances(customer_ids: list[int] | None = None) -> dict[tuple[int, str], Decimal]:
