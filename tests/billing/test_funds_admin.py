@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from billing.models import CreditGrant, FundsPolicy, LedgerTransaction, TopUp
+from billing.models import CreditGrant, FundsPolicy, GrantKind, LedgerTransaction, TopUp
+from billing.services.grants import credit_grant_create
 from tests.billing.invoice_factories import leased_contract
 from tests.billing.test_admin_invoices import operator_client  # noqa: F401
 
@@ -103,3 +104,27 @@ def test_an_operator_sets_a_funds_policy_in_the_admin(operator_client, contract)
     assert response.status_code == 200
     policy = FundsPolicy.objects.get()
     assert (policy.action, policy.threshold_days, policy.set_by) == ("stop_new", 5, "admin:ops")
+
+
+def test_the_grant_list_shows_each_grants_remaining_without_a_query_a_row(
+    operator_client,  # noqa: F811
+    contract,
+    customer,
+    django_assert_max_num_queries,
+):
+    for amount in ("10.00", "20.00", "30.00"):
+        credit_grant_create(
+            customer=customer,
+            currency="USD",
+            amount=Decimal(amount),
+            kind=GrantKind.PROMOTIONAL,
+            reason="voucher",
+            vouched_by="operator ops",
+            actor="ops",
+        )
+    with django_assert_max_num_queries(6):
+        page = operator_client.get("/admin/billing/creditgrant/")
+
+    assert page.status_code == 200
+    for shown in (b"10.0000 USD", b"20.0000 USD", b"30.0000 USD"):
+        assert shown in page.content
