@@ -29,12 +29,21 @@ def request_caller(request: Request) -> Caller:
     return caller
 
 
-class HasOrganizationScope(BasePermission):
-    """Authenticated, acting for an organization; writes need a write key or a non-viewer role."""
+class ActsForOrganization(BasePermission):
+    """Authenticated and acting for an organization, with any key (read-only ones too)."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         if not (request.user and request.user.is_authenticated):
             raise NotAuthenticated()
+        request_caller(request)
+        return True
+
+
+class HasOrganizationScope(ActsForOrganization):
+    """Authenticated, acting for an organization; writes need a write key or a non-viewer role."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        super().has_permission(request, view)
         caller = request_caller(request)
         if request.method not in SAFE_METHODS and not caller.can_write:
             raise Forbidden(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from accounts.models import Organization
+from core.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,15 @@ class Admission:
 
 AdmissionCheck = Callable[[Admission], None]
 
-_checks: dict[str, AdmissionCheck] = {}
+_checks: Registry[AdmissionCheck] = Registry()
 
 
 def admission_check_register(name: str, check: AdmissionCheck) -> None:
     """Register (or replace) the check called `name`; apps call this from `ready()`."""
-    _checks[name] = check
+    _checks.register(name, check)
 
 
 def admit(admission: Admission) -> None:
     """Run every registered check; the first that refuses raises its error."""
-    for check in list(_checks.values()):
+    for check in _checks.snapshot():
         check(admission)

@@ -15,20 +15,21 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
+from core.registry import Registry
 from leasing.models import Lease
 
 LeaseHookEvent = Literal["created", "ended"]
 LeaseHook = Callable[[Lease, datetime], Any]  # what a hook returns is ignored
 
-_hooks: dict[LeaseHookEvent, dict[str, LeaseHook]] = {"created": {}, "ended": {}}
+_hooks: dict[LeaseHookEvent, Registry[LeaseHook]] = {"created": Registry(), "ended": Registry()}
 
 
 def lease_hook_register(event: LeaseHookEvent, name: str, hook: LeaseHook) -> None:
     """Register (or replace) the hook called `name` for `event`; apps call this from `ready()`."""
-    _hooks[event][name] = hook
+    _hooks[event].register(name, hook)
 
 
 def lease_hooks_run(event: LeaseHookEvent, lease: Lease, at: datetime) -> None:
     """Run every hook registered for `event`, in registration order."""
-    for hook in list(_hooks[event].values()):
+    for hook in _hooks[event].snapshot():
         hook(lease, at)

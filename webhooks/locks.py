@@ -6,10 +6,12 @@ dispatcher's claim), then an endpoint, then its delivery.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import QuerySet
 
 from core.models import OutboxEvent
-from webhooks.models import Delivery, WebhookEndpoint
+from webhooks.models import Delivery, DeliveryStatus, WebhookEndpoint
 
 
 def undispatched_events_skip_locked(limit: int) -> QuerySet[OutboxEvent]:
@@ -35,6 +37,19 @@ def delivery_skip_locked(delivery_id: int) -> Delivery | None:
         .filter(pk=delivery_id)
         .first()
     )
+
+
+def due_deliveries_skip_locked(
+    *, now: datetime, limit: int, endpoint_id: int | None = None
+) -> list[Delivery]:
+    """The oldest pending deliveries due by `now` of enabled endpoints (of one endpoint when
+    given) that no other worker holds, locked in one query."""
+    due = Delivery.objects.select_for_update(no_key=True, skip_locked=True, of=("self",)).filter(
+        status=DeliveryStatus.PENDING, next_attempt_at__lte=now, endpoint__enabled=True
+    )
+    if endpoint_id is not None:
+        due = due.filter(endpoint_id=endpoint_id)
+    return list(due.order_by("next_attempt_at", "id")[:limit])
 
 
 def delivery_lock(delivery_id: int) -> Delivery:

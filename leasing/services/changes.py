@@ -120,7 +120,9 @@ def leases_end_due(*, now: datetime | None = None) -> int:
 # ---------------------------------------------------------------- cutting allocations short
 
 
-def _cut(allocations: list[Allocation], *, at: datetime, reason: str, now: datetime) -> None:
+def allocations_cut(
+    allocations: list[Allocation], *, at: datetime, reason: str, now: datetime
+) -> None:
     """Cut locked allocations at `at`: ones that had not begun are released outright."""
     for allocation in allocations:
         lower, upper = allocation.period.lower, allocation.period.upper
@@ -134,7 +136,7 @@ def _cut(allocations: list[Allocation], *, at: datetime, reason: str, now: datet
             allocation.save(update_fields=["period", "ended_reason"])
 
 
-def _live_allocations_lock(lease: Lease) -> list[Allocation]:
+def live_allocations_lock(lease: Lease) -> list[Allocation]:
     return allocations_lock(Allocation.objects.filter(lease=lease, released_at__isnull=True))
 
 
@@ -207,9 +209,9 @@ def lease_reject(*, lease: Lease, actor: str, now: datetime | None = None) -> Le
     """Reject without fee after failed acceptance: the contract ends and the GPUs are freed."""
     now = now or timezone.now()
     lease = lease_lock(lease)
-    live = _live_allocations_lock(lease)
+    live = live_allocations_lock(lease)
     contract_reject_at_acceptance(contract=lease.contract, actor=actor)
-    _cut(live, at=now, reason=AllocationEnd.ENDED_EARLY, now=now)
+    allocations_cut(live, at=now, reason=AllocationEnd.ENDED_EARLY, now=now)
     lease_event_record(
         lease,
         kind=LeaseEventKind.REJECTED,
@@ -233,11 +235,11 @@ def lease_exit(
     """End a lease early through its contract's exit terms; GPUs are freed at the effective end."""
     now = now or timezone.now()
     lease = lease_lock(lease)
-    live = _live_allocations_lock(lease)
+    live = live_allocations_lock(lease)
     _, quote = contract_request_exit(
         contract=lease.contract, party=party, exit_date=exit_date, actor=actor, now=now
     )
-    _cut(live, at=quote.effective_end, reason=AllocationEnd.ENDED_EARLY, now=now)
+    allocations_cut(live, at=quote.effective_end, reason=AllocationEnd.ENDED_EARLY, now=now)
     old_end = lease.end
     lease.end = min(lease.end, quote.effective_end)
     lease.save(update_fields=["end", "updated_at"])
@@ -473,7 +475,7 @@ def preemptions_execute(*, now: datetime | None = None) -> int:
             if not notices:
                 continue  # another run carried them out meanwhile
             cut_at = notices[-1].cut_at
-            live = _live_allocations_lock(lease)
+            live = live_allocations_lock(lease)
             if lease.status in LIVE_LEASE_STATUSES:
                 _lease_follow_cut(lease, live, cut_at=cut_at, notices=notices)
             PreemptionNotice.objects.filter(pk__in=[n.pk for n in notices]).update(executed_at=now)

@@ -22,7 +22,7 @@ from core.text import counted
 from leasing.choices import LIVE_LEASE_STATUSES, AllocationEnd, LeaseEventKind, PricingMode
 from leasing.locks import lease_lock
 from leasing.models import Lease
-from leasing.services.changes import _cut, _live_allocations_lock, lease_sync_status
+from leasing.services.changes import allocations_cut, lease_sync_status, live_allocations_lock
 from leasing.services.history import lease_event_record
 
 
@@ -61,8 +61,8 @@ def interruptible_leases_pause(
 
 def _lease_pause(lease: Lease, *, reason: str, actor: str, now: datetime) -> None:
     """Cut a locked live lease at `now`, end it and its contract, and write both histories."""
-    live = _live_allocations_lock(lease)
-    _cut(live, at=now, reason=AllocationEnd.PAUSED, now=now)
+    live = live_allocations_lock(lease)
+    allocations_cut(live, at=now, reason=AllocationEnd.PAUSED, now=now)
     old_end = lease.end
     ends_at = max(now, lease.start)  # paused before it began, it never ran: it ends at its start
     if now > lease.start:

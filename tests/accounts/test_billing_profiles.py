@@ -12,6 +12,7 @@ from accounts.services import billing_profile_update, membership_set
 from billing.services.delivery import billing_contacts
 from tests.billing.invoice_factories import make_issued_invoice
 from tests.factories import UserFactory
+from tests.leasing.test_lease_concurrency import race
 
 pytestmark = pytest.mark.django_db
 
@@ -156,3 +157,13 @@ def test_invoices_are_e_mailed_to_the_profiles_billing_address_first(provider, c
     billing_profile_update(organization=customer, changes=PROFILE)
     invoice = make_issued_invoice(provider, customer)
     assert billing_contacts(invoice) == ["ap@acme.example", "old@acme.example"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_putting_the_first_profile_at_once_both_succeed_and_one_profile_exists(
+    client_for, customer
+):
+    clients = [client_for(customer, scope=KeyScope.WRITE) for _ in range(4)]
+    responses = race(clients, lambda client, _: client.put(URL, PROFILE, format="json"))
+    assert [response.status_code for response in responses] == [200] * 4
+    assert BillingProfile.objects.filter(organization=customer).count() == 1

@@ -40,6 +40,7 @@ from core.models import OutboxEvent
 from webhooks.locks import (
     delivery_lock,
     delivery_skip_locked,
+    due_deliveries_skip_locked,
     endpoint_lock,
     undispatched_events_skip_locked,
 )
@@ -94,26 +95,12 @@ def outbox_fan_out(*, now: datetime, limit: int) -> tuple[int, int]:
 
 def _claim_due(now: datetime, limit: int, endpoint_id: int | None = None) -> list[tuple[int, str]]:
     """Give each due delivery of an enabled endpoint a new claim, leased until now + CLAIM."""
-    due_deliveries = Delivery.objects.filter(
-        status=DeliveryStatus.PENDING, next_attempt_at__lte=now, endpoint__enabled=True
-    )
-    if endpoint_id is not None:
-        due_deliveries = due_deliveries.filter(endpoint_id=endpoint_id)
-    due = list(
-        due_deliveries.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit]
-    )
-    claimed: list[tuple[int, str]] = []
-    for delivery_id in due:
-        delivery = delivery_skip_locked(delivery_id)
-        if delivery is None or delivery.status != DeliveryStatus.PENDING:
-            continue
-        if delivery.next_attempt_at is None or delivery.next_attempt_at > now:
-            continue
+    due = due_deliveries_skip_locked(now=now, limit=limit, endpoint_id=endpoint_id)
+    for delivery in due:
         delivery.claim_id = uuid.uuid4()
         delivery.next_attempt_at = now + claim_lease()
-        delivery.save(update_fields=["claim_id", "next_attempt_at"])
-        claimed.append((delivery.pk, str(delivery.claim_id)))
-    return claimed
+    Delivery.objects.bulk_update(due, ["claim_id", "next_attempt_at"])
+    return [(delivery.pk, str(delivery.claim_id)) for delivery in due]
 
 
 def _send_deliveries(claimed: list[tuple[int, str]]) -> None:

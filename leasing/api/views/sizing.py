@@ -11,14 +11,12 @@ from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api.mixins import OrganizationScopedMixin
-from accounts.errors import NotAuthenticated
-from accounts.permissions import request_caller
+from accounts.permissions import ActsForOrganization
 from leasing.api.serializers.sizing import SizingAnswerSerializer, SizingRequestSerializer
 from leasing.selectors.sizing import OVERHEAD_RULE, Fit, SizingAnswer, SizingRequest, sizing_answer
 
@@ -91,21 +89,11 @@ def _body(answer: SizingAnswer) -> dict[str, Any]:
     }
 
 
-class AnyKeyOfAnOrganization(BasePermission):
-    """Authenticated and acting for an organization; a read-only key may ask, for sizing is a
-    question (POST only for its body) that stores nothing."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        if not (request.user and request.user.is_authenticated):
-            raise NotAuthenticated()
-        request_caller(request)
-        return True
-
-
 class SizingView(OrganizationScopedMixin, APIView):
     """POST /api/v1/sizing/ — memory, fit, decode bound and current price per GPU model."""
 
-    permission_classes = [AnyKeyOfAnOrganization]
+    # A read-only key may ask: sizing is a question (POST only for its body) that stores nothing.
+    permission_classes = [ActsForOrganization]
 
     @extend_schema(
         request=SizingRequestSerializer,
