@@ -159,7 +159,7 @@ def test_invoices_are_e_mailed_to_the_profiles_billing_address_first(provider, c
     assert billing_contacts(invoice) == ["ap@acme.example", "old@acme.example"]
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_two_requests_putting_the_first_profile_at_once_both_succeed_and_one_profile_exists(
     client_for, customer
 ):
