@@ -36,7 +36,7 @@ from django.urls import include, path
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from billing.services.ingest import (
+from billing.services.ingest_sql import (
     CLEAR_STAGING_SQL,
     COPY_SQL,
     CREATE_STAGING_SQL,

@@ -11,8 +11,9 @@ processes on the machine falls on all of them alike:
   the database, rendering a 10,000-result answer); the request body is encoded beforehand;
 - service: `usage_batch_ingest` on the decoded JSON (validation, contract checks, the database);
 - bare: psycopg alone, no validation, no Django: binary COPY of ready tuples into the same TEMP
-  staging table and the same INSERT ... SELECT ... ON CONFLICT (source_id, event_id) DO NOTHING
-  RETURNING event_id into the same table, one transaction per batch.
+  staging table and the same statement (new keys INSERT ... ON CONFLICT (source_id, event_id) DO
+  NOTHING into the key table, their events into the monthly partitions), one transaction per
+  batch.
 
 The figure that matters is the ratio service / bare: what validation and bookkeeping cost on top
 of the database work that any implementation must do.
@@ -69,11 +70,21 @@ BARE_BATCH = (
     "INSERT INTO billing_usagebatch (provider_id, received_at, event_count, accepted_count,"
     " duplicate_count, rejected_count, late_count) VALUES (%s, %s, %s, 0, 0, 0, 0) RETURNING id"
 )
+# The service's statement (billing/services/ingest_sql.py), written out: the new keys into the
+# unpartitioned key table, the events whose key was new into their month's partition.
+_STAGED = ", ".join(
+    f"staged.{name.strip()}::jsonb" if name.strip() == "tags" else f"staged.{name.strip()}"
+    for name in COLUMNS.split(",")
+)
 BARE_INSERT = (
-    f"INSERT INTO billing_usageevent (source_id, received_at, batch_id, {COLUMNS})"
-    f" SELECT %s, %s, %s, {COLUMNS.replace('tags', 'tags::jsonb')} FROM {STAGING_TABLE}"
-    ' ORDER BY event_id COLLATE "C"'
-    " ON CONFLICT (source_id, event_id) DO NOTHING RETURNING event_id"
+    "WITH fresh AS ("
+    " INSERT INTO billing_usageeventkey (source_id, event_id, occurred_at)"
+    f' SELECT %s, event_id, occurred_at FROM {STAGING_TABLE} ORDER BY event_id COLLATE "C"'
+    " ON CONFLICT (source_id, event_id) DO NOTHING RETURNING source_id, event_id)"
+    f" INSERT INTO billing_usageevent (source_id, received_at, batch_id, {COLUMNS})"
+    f" SELECT fresh.source_id, %s, %s, {_STAGED} FROM {STAGING_TABLE} AS staged"
+    ' JOIN fresh ON fresh.event_id = staged.event_id COLLATE "C"'
+    " RETURNING event_id"
 )
 
 

@@ -383,6 +383,17 @@ if not 0 < BILLING_RUN_TIMEOUT_MINUTES * 60 < CELERY_VISIBILITY_TIMEOUT_SECONDS:
         " timeout and must find its old run past the run timeout."
     )
 
+# --- usage storage (docs/architecture.md "Usage storage"): monthly partitions of usage events
+# created this many months ahead by beat; months older than the retention (whole months before
+# the current one) may be archived by `manage.py usage_archive` into gzip CSV files here ---
+USAGE_PARTITIONS_AHEAD_MONTHS = env.int("USAGE_PARTITIONS_AHEAD_MONTHS", default=3)
+USAGE_RETENTION_MONTHS = env.int("USAGE_RETENTION_MONTHS", default=13)
+USAGE_ARCHIVE_DIR = Path(env.str("USAGE_ARCHIVE_DIR", default=str(VAR_DIR / "usage-archive")))
+if USAGE_PARTITIONS_AHEAD_MONTHS < 1 or USAGE_RETENTION_MONTHS < 1:
+    raise ImproperlyConfigured(
+        "USAGE_PARTITIONS_AHEAD_MONTHS and USAGE_RETENTION_MONTHS must be at least 1."
+    )
+
 # --- holds: per organization, GPUs in active holds at once, active holds at once, and holds
 # created per rolling hour (re-holding counts); operators override them per organization in the
 # admin (leasing.HoldLimit) ---

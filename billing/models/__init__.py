@@ -74,6 +74,7 @@ from billing.models.usage import (
     UsageRollupRun,
     UsageStatus,
 )
+from billing.models.usage_storage import UsageArchive, UsageEventKey
 
 __all__ = [
     "ACTION_PCT",
@@ -132,8 +133,10 @@ __all__ = [
     "UsageAlert",
     "UsageAlertKind",
     "UsageAlertRule",
+    "UsageArchive",
     "UsageBatch",
     "UsageEvent",
+    "UsageEventKey",
     "UsageMode",
     "UsageRollup",
     "UsageRollupRun",

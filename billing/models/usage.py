@@ -56,7 +56,12 @@ class UsageBatch(models.Model):
 
 
 class UsageEvent(models.Model):
-    """One inference request on a token-SLA contract; counted once per (source, event_id)."""
+    """One inference request on a token-SLA contract; counted once per (source, event_id).
+
+    The table is range-partitioned by month of occurred_at (migration 0021, docs/architecture.md
+    "Usage storage"): its database primary key is (id, occurred_at), and the uniqueness of
+    (source, event_id) is held by UsageEventKey, which the ingest statement fills first.
+    """
 
     # No database foreign-key constraints on this table, deliberately: it takes the hottest write
     # path, and the per-row RI triggers cost about a third of the bare COPY + INSERT throughput
@@ -123,7 +128,6 @@ class UsageEvent(models.Model):
             BrinIndex(fields=["batch"], name="usage_event_batch_brin", autosummarize=True),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["source", "event_id"], name="usage_event_once"),
             models.CheckConstraint(
                 condition=Q(input_tokens__gte=0) & Q(output_tokens__gte=0),
                 name="usage_event_tokens_not_negative",

@@ -2,10 +2,11 @@
 
 Every event gets an answer: accepted, duplicate (its (source, event_id) is already stored, or it
 repeats an earlier event of the same batch) or rejected with a reason code. Accepted rows go
-through PostgreSQL COPY into a temporary staging table and one
-`INSERT ... SELECT ... ON CONFLICT (source_id, event_id) DO NOTHING RETURNING event_id`, which is
-what tells new events from duplicates even when two batches race. It all happens in one
-transaction: a failure leaves nothing half-written.
+through PostgreSQL COPY into a temporary staging table and one statement (ingest_sql.INSERT_SQL)
+that inserts their keys `ON CONFLICT (source_id, event_id) DO NOTHING` into the unpartitioned key
+table and the events whose key was new into the monthly partitions: that is what tells new events
+from duplicates even when two batches race, and even when a replay carries another timestamp. It
+all happens in one transaction: a failure leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from accounts.models import Organization
 from billing.models import ISSUED_STATUSES, Invoice, UsageBatch, UsageStatus
 from billing.schemas import USAGE_EVENTS, UsageEventIn
 from billing.selectors import contract_ends_at
+from billing.services.ingest_sql import (
+    CLEAR_STAGING_SQL,
+    COPY_SQL,
+    CREATE_STAGING_SQL,
+    INSERT_SQL,
+    STAGING_TYPES,
+)
 from contracts.choices import ContractStatus, PricingBasis
 from contracts.engine import billing_periods
 from contracts.locks import contracts_share_lock
@@ -43,56 +51,6 @@ FUTURE_SKEW = timedelta(seconds=60)
 # A period is closed for usage once it ended and this grace window passed (the invoice's
 # finalization grace); events of a closed period are accepted and marked late.
 DEFAULT_LATE_GRACE = timedelta(hours=1)
-
-STAGING_TABLE = "billing_usage_staging"
-STAGING_COLUMNS = (
-    "event_id",
-    "contract_id",
-    "occurred_at",
-    "input_tokens",
-    "output_tokens",
-    "status",
-    "ttft_ms",
-    "e2e_ms",
-    "tpot_ms",
-    "is_late",
-    "cached_input_tokens",
-    "mode",
-    "tags",
-)
-STAGING_TYPES = (
-    "text",
-    "int8",
-    "timestamptz",
-    "int8",
-    "int8",
-    "text",
-    "float8",
-    "float8",
-    "float8",
-    "bool",
-    "int8",
-    "text",
-    # Text, cast once in the INSERT: most events carry no tags, and "{}" is the cheapest row.
-    "text",
-)
-_COLUMNS = ", ".join(STAGING_COLUMNS)
-CREATE_STAGING_SQL = (
-    f"CREATE TEMP TABLE IF NOT EXISTS {STAGING_TABLE} ("
-    + ", ".join(f"{name} {kind}" for name, kind in zip(STAGING_COLUMNS, STAGING_TYPES, strict=True))
-    + ") ON COMMIT DELETE ROWS"
-)
-# The table lives as long as the connection; a second batch in one transaction starts empty.
-CLEAR_STAGING_SQL = f"DELETE FROM {STAGING_TABLE}"
-COPY_SQL = f"COPY {STAGING_TABLE} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-# Rows go in event_id order: two batches sharing events in different orders then wait on each
-# other in one order (the later one sees duplicates) instead of deadlocking.
-_SELECTED = _COLUMNS.replace("tags", "tags::jsonb")
-INSERT_SQL = (
-    f"INSERT INTO billing_usageevent (source_id, received_at, batch_id, {_COLUMNS})"
-    f' SELECT %s, %s, %s, {_SELECTED} FROM {STAGING_TABLE} ORDER BY event_id COLLATE "C"'
-    " ON CONFLICT (source_id, event_id) DO NOTHING RETURNING event_id"
-)
 
 
 class BatchTooLarge(ApplicationError):
