@@ -9,6 +9,7 @@ after CELERY_VISIBILITY_TIMEOUT_SECONDS) and the rerun picks up what is left.
 from __future__ import annotations
 
 from celery import shared_task
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from billing.services.budgets import budgets_evaluate
@@ -17,6 +18,7 @@ from billing.services.delivery import invoice_deliver
 from billing.services.funds_policy import funds_policies_evaluate
 from billing.services.grants import credit_grants_expire
 from billing.services.ledger_runs import ledger_reconciliation_run
+from billing.services.partitions import usage_partitions_ensure
 from billing.services.payout_runs import payout_run
 from billing.services.reconciliation import usage_reconciliation_run
 from billing.services.rollups import usage_rollups_refresh, usage_rollups_refresh_batch
@@ -47,6 +49,14 @@ def ingest_rollup_refresh(batch_id: int) -> int:
     hours = usage_rollups_refresh_batch(batch_id=batch_id)
     usage_checks_after_batch(batch_id=batch_id)
     return hours
+
+
+@shared_task(name="billing.usage_partitions_ensure")
+def ensure_usage_partitions(as_of: str | None = None) -> dict[str, object]:
+    """Beat: monthly partitions of usage events for this month and the next ones; rows that fell
+    into the DEFAULT partition moved to a partition of their month. A rerun changes nothing."""
+    now = parse_datetime(as_of) if as_of else None
+    return usage_partitions_ensure(now=now or timezone.now()).as_dict()
 
 
 @shared_task(name="billing.run_cycle", acks_late=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 from celery import current_app
@@ -25,7 +25,14 @@ from pydantic import ValidationError
 
 from accounts.errors import Forbidden
 from accounts.models import Organization
-from billing.models import ISSUED_STATUSES, Invoice, UsageBatch, UsageStatus
+from billing.models import (
+    ISSUED_STATUSES,
+    Invoice,
+    UsageArchive,
+    UsageBatch,
+    UsageEventKey,
+    UsageStatus,
+)
 from billing.schemas import USAGE_EVENTS, UsageEventIn
 from billing.selectors import contract_ends_at
 from billing.services.ingest_sql import (
@@ -326,6 +333,52 @@ def _refusal(
     return None
 
 
+def _month_end(month: date) -> datetime:
+    """The start of the UTC month after `month`."""
+    return datetime(month.year + month.month // 12, month.month % 12 + 1, 1, tzinfo=UTC)
+
+
+def _archived_refusal(occurred_at: datetime, archived: set[date]) -> Reason | None:
+    """Refuse an event of a month whose partition was archived (manage.py usage_archive)."""
+    month = occurred_at.astimezone(UTC).date().replace(day=1)
+    if month not in archived:
+        return None
+    return _reason(
+        "month_archived",
+        f"Usage of {month:%Y-%m} is archived and final; it can no longer be reported.",
+        "occurred_at",
+    )
+
+
+def _answer_archived(
+    provider: Organization,
+    hits: list[tuple[int, str, Reason]],
+    results: list[EventResult | None],
+) -> int:
+    """Events of archived months: a replay of a stored event is a duplicate (its key outlives
+    the archive), anything else is refused. Returns how many were refused."""
+    if not hits:
+        return 0
+    known = set(
+        UsageEventKey.objects.filter(
+            source=provider, event_id__in=[event_id for _, event_id, _ in hits]
+        ).values_list("event_id", flat=True)
+    )
+    refused = 0
+    for index, event_id, reason in hits:
+        if event_id in known:
+            results[index] = {"index": index, "event_id": event_id, "status": "duplicate"}
+        else:
+            refused += 1
+            results[index] = {
+                "index": index,
+                "event_id": event_id,
+                "status": "rejected",
+                "reason": reason,
+            }
+    return refused
+
+
 # ---------------------------------------------------------------- the write
 
 
@@ -409,6 +462,10 @@ def usage_batch_ingest(
         ).items()
     }
     future_limit = (now + FUTURE_SKEW).astimezone(zone)
+    archived = set(UsageArchive.objects.values_list("month", flat=True))
+    # Events before the end of the latest archived month are the only ones to look up.
+    archived_before = _month_end(max(archived)).astimezone(zone) if archived else None
+    archived_hits: list[tuple[int, str, Reason]] = []
     rows: list[tuple[Any, ...]] = []
     candidates: list[tuple[int, str, bool]] = []
     seen: set[str] = set()
@@ -418,6 +475,14 @@ def usage_batch_ingest(
         occurred_at = event["occurred_at"]
         window = windows.get(event["contract"])
         reason = _refusal(event, window, future_limit)
+        if (
+            reason is None
+            and archived_before is not None
+            and occurred_at < archived_before
+            and (archived_reason := _archived_refusal(occurred_at, archived))
+        ):
+            archived_hits.append((index, event_id, archived_reason))
+            continue
         if reason is not None or window is None:
             rejected += 1
             results[index] = {
@@ -451,6 +516,7 @@ def usage_batch_ingest(
         )
         candidates.append((index, event_id, is_late))
 
+    rejected += _answer_archived(provider, archived_hits, results)
     batch = UsageBatch.objects.create(
         provider=provider, received_at=now, event_count=len(raw_events)
     )

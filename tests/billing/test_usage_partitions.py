@@ -1,0 +1,270 @@
+"""Usage events in monthly partitions: created ahead by beat, replays stay duplicates across
+months, old months archived to files (and back) by the retention commands."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+import time_machine
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from billing.models import Invoice, InvoiceStatus, UsageArchive, UsageEvent, UsageEventKey
+from billing.services.cycle import billing_cycle_run
+from billing.services.partitions import DEFAULT_PARTITION, usage_partitions
+from billing.tasks import ensure_usage_partitions
+from tests.billing.factories import event, events, token_contract
+
+pytestmark = pytest.mark.django_db
+
+EVENTS = "/api/v1/usage/events/"
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def contract(provider, customer):
+    """A token contract in force from January 2024 to 2031."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    with time_machine.travel(start, tick=False):
+        return token_contract(
+            provider, customer, term_start=start, term_end=datetime(2031, 1, 1, tzinfo=UTC)
+        )
+
+
+@pytest.fixture
+def archive_dir(settings, tmp_path):
+    settings.USAGE_ARCHIVE_DIR = tmp_path / "usage-archive"
+    settings.USAGE_RETENTION_MONTHS = 13
+    return settings.USAGE_ARCHIVE_DIR
+
+
+def post(client_for, provider, when: datetime, batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """POST the batch through the API with the clock at `when`; the answer's body."""
+    with time_machine.travel(when, tick=False):
+        response = client_for(provider).post(EVENTS, {"events": batch}, format="json")
+    assert response.status_code in (200, 201), response.content
+    return response.json()
+
+
+def where(event_id: str) -> str:
+    """The partition holding the stored event."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tableoid::regclass::text FROM billing_usageevent WHERE event_id = %s",
+            [event_id],
+        )
+        rows = cursor.fetchall()
+    assert len(rows) == 1, rows
+    return rows[0][0]
+
+
+def ensure(as_of: datetime) -> dict[str, Any]:
+    """The beat task, run as a worker runs it."""
+    return ensure_usage_partitions.apply(kwargs={"as_of": as_of.isoformat()}).get()
+
+
+# ---------------------------------------------------------------- partitions ahead
+
+
+def test_the_beat_task_creates_this_month_and_the_next_three_and_a_rerun_changes_nothing():
+    result = ensure(datetime(2031, 11, 20, tzinfo=UTC))
+    assert result["created"] == ["2031-11", "2031-12", "2032-01", "2032-02"]
+    assert {date(2031, 11, 1), date(2032, 2, 1)} <= set(usage_partitions())
+    assert ensure(datetime(2031, 11, 21, tzinfo=UTC)) == {
+        "created": [],
+        "moved": {},
+        "left_in_default": {},
+    }
+
+
+def test_an_event_of_a_month_without_partition_is_kept_in_default_then_moved_to_its_own(
+    client_for, provider, contract
+):
+    far = datetime(2025, 2, 14, 9, 30, tzinfo=UTC)
+    answer = post(client_for, provider, NOW, [event("far-1", contract, far)])
+    assert (answer["accepted"], answer["late"]) == (1, 1)
+    assert where("far-1") == DEFAULT_PARTITION
+
+    result = ensure(NOW)
+    assert result["moved"] == {"2025-02": 1}
+    assert where("far-1") == "billing_usageevent_p2025_02"
+    stored = UsageEvent.objects.get(source=provider, event_id="far-1")
+    assert (stored.occurred_at, stored.contract_id) == (far, contract.pk)
+
+    # The partition exists now: the next event of that month goes straight to it.
+    post(client_for, provider, NOW, [event("far-2", contract, far + timedelta(days=3))])
+    assert where("far-2") == "billing_usageevent_p2025_02"
+
+
+def test_an_event_of_a_month_created_ahead_lands_in_that_months_partition(
+    client_for, provider, contract
+):
+    ensure(datetime(2029, 3, 5, tzinfo=UTC))
+    when = datetime(2029, 5, 31, 23, 59, 59, tzinfo=UTC)
+    post(client_for, provider, when + timedelta(seconds=1), [event("edge", contract, when)])
+    assert where("edge") == "billing_usageevent_p2029_05"
+
+
+# ---------------------------------------------------------------- replays across partitions
+
+
+def test_a_replay_is_a_duplicate_even_with_a_timestamp_in_another_month(
+    client_for, provider, contract
+):
+    first = post(client_for, provider, NOW, [event("r-1", contract, NOW - timedelta(days=40))])
+    assert first["accepted"] == 1
+    moved = event("r-1", contract, datetime(2025, 3, 1, tzinfo=UTC), input_tokens=999)
+    again = post(
+        client_for, provider, NOW, [moved, event("r-1", contract, NOW - timedelta(days=40))]
+    )
+    assert (again["accepted"], again["duplicate"]) == (0, 2)
+    assert UsageEvent.objects.filter(event_id="r-1").count() == 1
+    assert UsageEvent.objects.get(event_id="r-1").input_tokens == 1000
+    key = UsageEventKey.objects.get(source=provider, event_id="r-1")
+    assert key.occurred_at == NOW - timedelta(days=40)
+
+
+def test_the_same_event_id_from_another_provider_is_its_own_event(
+    client_for, provider, other_provider, customer, contract
+):
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    with time_machine.travel(start, tick=False):
+        theirs = token_contract(
+            other_provider, customer, term_start=start, term_end=datetime(2031, 1, 1, tzinfo=UTC)
+        )
+    at = NOW - timedelta(hours=1)
+    assert post(client_for, provider, NOW, [event("shared", contract, at)])["accepted"] == 1
+    assert post(client_for, other_provider, NOW, [event("shared", theirs, at)])["accepted"] == 1
+    assert UsageEvent.objects.filter(event_id="shared").count() == 2
+
+
+# ---------------------------------------------------------------- archive and restore
+
+
+def january_2024_invoiced(client_for, provider, contract) -> list[dict[str, Any]]:
+    """Ten events of January 2024, invoiced and finalized by the billing cycle in February."""
+    batch = events(contract, datetime(2024, 1, 10, tzinfo=UTC), 10, prefix="jan", step_s=3600)
+    post(client_for, provider, datetime(2024, 1, 31, tzinfo=UTC), batch)
+    when = datetime(2024, 2, 1, 2, tzinfo=UTC)
+    with time_machine.travel(when, tick=False):
+        billing_cycle_run(now=when, deliver=False)
+    january = Invoice.objects.get(contract=contract, period_start=datetime(2024, 1, 1, tzinfo=UTC))
+    assert january.status == InvoiceStatus.FINALIZED
+    return batch
+
+
+def stored_rows(month_start: datetime, month_end: datetime) -> list[dict[str, str]]:
+    """The month's events as CSV text values, in id order (what the archive must hold)."""
+    buffer = io.StringIO()
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(
+            "COPY (SELECT * FROM billing_usageevent WHERE occurred_at >= %s AND occurred_at < %s"
+            " ORDER BY id) TO STDOUT (FORMAT csv, HEADER true)",
+            [month_start, month_end],
+        ) as copy,
+    ):
+        for chunk in copy:
+            buffer.write(bytes(chunk).decode())
+    buffer.seek(0)
+    return list(csv.DictReader(buffer))
+
+
+def archive(*args: str) -> str:
+    out = io.StringIO()
+    with time_machine.travel(NOW, tick=False):
+        call_command("usage_archive", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_an_archived_month_is_in_its_file_row_for_row_and_its_partition_is_gone(
+    client_for, provider, contract, archive_dir
+):
+    january_2024_invoiced(client_for, provider, contract)
+    start, end = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)
+    ensure(NOW)
+    before = stored_rows(start, end)
+    assert len(before) == 10
+
+    dry = archive("--before", "2024-02", "--dry-run")
+    assert "2024-01: 10 events" in dry and "would be archived" in dry
+    assert not archive_dir.exists() and date(2024, 1, 1) in usage_partitions()
+
+    out = archive("--before", "2024-02")
+    assert "2024-01: 10 events (10000 input, 2500 output tokens) archived to" in out
+    data = archive_dir / "usage-events-2024-01.csv.gz"
+    manifest = json.loads((archive_dir / "usage-events-2024-01.manifest.json").read_text())
+    with gzip.open(data, "rt", newline="") as handle:
+        assert list(csv.DictReader(handle)) == before
+    assert manifest["rows"] == 10
+    assert manifest["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    assert manifest["columns"][:3] == ["id", "event_id", "occurred_at"]
+    assert date(2024, 1, 1) not in usage_partitions()
+    assert UsageEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end).count() == 0
+    record = UsageArchive.objects.get(month=date(2024, 1, 1))
+    assert (record.rows, record.input_tokens, record.output_tokens) == (10, 10_000, 2_500)
+
+    # Replays of archived events are still duplicates; new events of the month are refused.
+    replay = post(client_for, provider, NOW, [event("jan-3", contract, start)])
+    assert (replay["accepted"], replay["duplicate"]) == (0, 1)
+    new = post(client_for, provider, NOW, [event("jan-new", contract, start + timedelta(days=2))])
+    assert new["results"][0]["reason"]["code"] == "month_archived"
+
+    assert "No usage month before 2024-02 left to archive." in archive("--before", "2024-02")
+
+    out = io.StringIO()
+    call_command("usage_restore", "2024-01", stdout=out)
+    assert "2024-01: 10 events restored" in out.getvalue()
+    assert stored_rows(start, end) == before
+    assert where("jan-3") == "billing_usageevent_p2024_01"
+    assert not UsageArchive.objects.exists()
+
+
+def test_a_month_within_the_retention_is_refused_and_kept(
+    client_for, provider, contract, archive_dir
+):
+    post(client_for, provider, NOW, [event("recent", contract, datetime(2026, 6, 2, tzinfo=UTC))])
+    with pytest.raises(CommandError, match=r"^usage_month_within_retention: .*before 2025-11"):
+        archive("--before", "2026-07")
+    assert where("recent") == "billing_usageevent_p2026_06"
+    assert not archive_dir.exists()
+
+
+def test_a_month_whose_usage_is_not_on_a_final_invoice_is_refused_and_kept(
+    client_for, provider, contract, archive_dir
+):
+    post(
+        client_for, provider, NOW, [event("uninvoiced", contract, datetime(2025, 1, 9, tzinfo=UTC))]
+    )
+    with pytest.raises(
+        CommandError, match=r"^usage_month_not_final: Usage of 2025-01 is not final"
+    ):
+        archive("--before", "2025-02")
+    with pytest.raises(CommandError, match=r"^usage_month_not_final: "):
+        archive("--before", "2025-02", "--dry-run")
+    assert where("uninvoiced") == "billing_usageevent_p2025_01"
+    assert not UsageArchive.objects.exists()
+    assert not archive_dir.exists()
+
+
+def test_restoring_a_month_that_is_not_archived_or_whose_file_changed_is_refused(
+    client_for, provider, contract, archive_dir
+):
+    with pytest.raises(CommandError, match=r"^usage_month_not_archived: "):
+        call_command("usage_restore", "2024-01")
+    with pytest.raises(CommandError, match=r"^invalid_month: "):
+        call_command("usage_restore", "January")
+    january_2024_invoiced(client_for, provider, contract)
+    archive("--before", "2024-02")
+    data = archive_dir / "usage-events-2024-01.csv.gz"
+    data.write_bytes(data.read_bytes() + b"tampered")
+    with pytest.raises(CommandError, match=r"^usage_archive_corrupt: "):
+        call_command("usage_restore", "2024-01")
+    assert date(2024, 1, 1) not in usage_partitions()
