@@ -18,6 +18,7 @@ from billing.models import (
     BillingRun,
     StripeCustomer,
     StripeEvent,
+    UsageArchive,
     UsageBatch,
     UsageEvent,
     UsageRollup,
@@ -40,6 +41,14 @@ class ReadOnlyMixin:
 
 class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin[Any]):
     """A read-only model admin (see ReadOnlyMixin)."""
+
+
+@admin.register(UsageArchive)
+class UsageArchiveAdmin(ReadOnlyAdmin):
+    """Months of usage events archived to files by `manage.py usage_archive`."""
+
+    list_display = ["month", "rows", "input_tokens", "output_tokens", "path", "archived_at"]
+    ordering = ["-month"]
 
 
 @admin.register(UsageBatch)

@@ -388,7 +388,7 @@ def sessions_waiting_to_insert_usage() -> int:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND wait_event_type = 'Lock' AND query ILIKE %s",
-            ["INSERT INTO billing_usageevent%"],
+            ["%INSERT INTO billing_usageeventkey%"],
         )
         return cursor.fetchone()[0]
 
@@ -399,16 +399,15 @@ def test_a_batch_committed_just_after_finalization_is_still_billed(
 ) -> None:
     contract = token_contract(provider, customer)
     batch = [event("jan-31", contract, at(1, 31, 23), input_tokens=2_000_000)]
-    # A slow commit, played by another session holding the same event id uncommitted: the
-    # batch, sent a second before January's grace hour ends, waits inside its INSERT.
+    # A slow commit, played by another session holding the same event id's key uncommitted:
+    # the batch, sent a second before January's grace hour ends, waits inside its INSERT.
     blocker = connections.create_connection("default")
     blocker.set_autocommit(False)
     with blocker.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO billing_usageevent (source_id, event_id, contract_id, occurred_at,"
-            " input_tokens, output_tokens, status, received_at, batch_id, is_late)"
-            " VALUES (%s, 'jan-31', %s, %s, 0, 0, 'success', %s, 0, false)",
-            [provider.pk, contract.pk, at(1, 31, 23), at(2, 1)],
+            "INSERT INTO billing_usageeventkey (source_id, event_id, occurred_at)"
+            " VALUES (%s, 'jan-31', %s)",
+            [provider.pk, at(1, 31, 23)],
         )
     outcomes: list[Any] = []
 
