@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from accounts.models import Organization
 from billing.models import CreditGrant, FundsAction, FundsPolicy, GrantScope, TopUp
-from billing.selectors.funds import burn_downs
+from billing.selectors.funds import BurnDown, burn_downs
 from core.api.fields import CurrencyField, MinorUnitMixin
 from core.money import round_money
 
@@ -121,9 +121,11 @@ class BurnDownSerializer(serializers.Serializer[Any]):
 class _BurnDownListSerializer(serializers.ListSerializer[Organization]):
     """A page of customers: their burn-downs read together, in a fixed number of queries."""
 
+    burn_downs: dict[int, list[BurnDown]] | None = None
+
     def to_representation(self, data: Any) -> list[Any]:
         customers = list(data.all() if hasattr(data, "all") else data)
-        self.context["burn_downs"] = burn_downs(
+        self.burn_downs = burn_downs(
             [customer.pk for customer in customers], now=self.context["now"]
         )
         return super().to_representation(customers)
@@ -143,7 +145,7 @@ class CustomerBurnDownSerializer(serializers.ModelSerializer[Organization]):
 
     @extend_schema_field(BurnDownSerializer(many=True))
     def get_currencies(self, customer: Organization) -> list[dict[str, Any]]:
-        known = self.context.get("burn_downs")
+        known = getattr(self.parent, "burn_downs", None)
         if known is None or customer.pk not in known:
             known = burn_downs([customer.pk], now=self.context["now"])
         return [dict(BurnDownSerializer(projection).data) for projection in known[customer.pk]]
