@@ -20,8 +20,8 @@ from tests.leasing.resale_helpers import (
     listing_body,
     midnight_in,
     overlapping_nested_pairs,
-    reserved_lease,
     resale_offer,
+    reserved_lease,
 )
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from tests.leasing.resale_helpers import (
     LISTINGS,
     listing_body,
     overlapping_nested_pairs,
-    reserved_lease,
     resale_offer,
+    reserved_lease,
 )
 from tests.leasing.test_lease_concurrency import race
 from tests.leasing.test_leases_api import overlapping_pairs
