@@ -31,7 +31,7 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
         help_text="This GPU's own rate, set by an upgrade swap; null: the contract's rate.",
     )
     swap_event = serializers.IntegerField(source="swap_event_id", read_only=True, allow_null=True)
-    parent = serializers.IntegerField(
+    parent_allocation = serializers.IntegerField(
         source="parent_id",
         read_only=True,
         allow_null=True,
@@ -60,7 +60,7 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
             "replaces",
             "rate_per_gpu_hour",
             "swap_event",
-            "parent",
+            "parent_allocation",
             "listing",
         ]
 
