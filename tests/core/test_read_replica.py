@@ -178,10 +178,13 @@ def test_reads_inside_a_transaction_stay_on_the_primary(
     routed: None, provider: Any, customer: Any
 ) -> None:
     invoice = make_issued_invoice(provider, customer)
-    with Queries() as queries, transaction.atomic():
-        with replica_reads(principal="org:acme-ai") as alias:
-            assert alias == DEFAULT_DB_ALIAS
-            Invoice.objects.get(pk=invoice.pk)
+    with (
+        Queries() as queries,
+        transaction.atomic(),
+        replica_reads(principal="org:acme-ai") as alias,
+    ):
+        assert alias == DEFAULT_DB_ALIAS
+        Invoice.objects.get(pk=invoice.pk)
     assert queries.replica.captured_queries == []
 
 
