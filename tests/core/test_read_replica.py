@@ -90,6 +90,24 @@ def test_the_invoice_list_reads_from_the_replica_and_sees_committed_rows(
 
 
 @TRANSACTIONAL
+def test_when_the_replica_is_down_the_list_answers_from_the_primary(
+    routed: None, provider: Any, customer: Any, client_for: Any, monkeypatch: Any
+) -> None:
+    invoice = make_issued_invoice(provider, customer)
+    replica = connections[REPLICA]
+    replica.close()
+    monkeypatch.setitem(replica.settings_dict, "PORT", "1")  # nothing listens there
+    try:
+        with CaptureQueriesContext(connections[DEFAULT_DB_ALIAS]) as primary:
+            answer = client_for(customer, "read").get("/api/v1/invoices/")
+    finally:
+        replica.close()
+    assert answer.status_code == 200
+    assert [row["id"] for row in answer.json()["results"]] == [invoice.pk]
+    assert Queries.touching(primary, "billing_invoice")
+
+
+@TRANSACTIONAL
 def test_an_invoice_read_by_id_stays_on_the_primary(
     routed: None, provider: Any, customer: Any, client_for: Any
 ) -> None:
