@@ -4,8 +4,8 @@ Decorate a handler with `reads_from_replica` (or mix `ReplicaListMixin` into a l
 reads go to the replica unless the caller's organization wrote recently, the primary is in a
 transaction or the handler itself writes. Authentication, permissions and throttles run before
 the handler, on the primary. When the replica cannot be reached the handler runs again on the
-primary. Detail views, previews and every write stay on the primary; the
-endpoints that read from the replica are listed in docs/scaling.md.
+primary. Detail views, previews and every write stay on the primary; the endpoints that read
+from the replica are listed in docs/scaling.md.
 """
 
 from __future__ import annotations
