@@ -10,10 +10,14 @@ COPY inventory ./inventory
 COPY contracts ./contracts
 COPY leasing ./leasing
 COPY billing ./billing
+COPY economics ./economics
+COPY webhooks ./webhooks
+COPY cardhour_cli ./cardhour_cli
+COPY templates ./templates
 COPY manage.py ./
 RUN pip install --no-cache-dir . \
     && SECRET_KEY=build ALLOWED_HOSTS=build DATABASE_URL=postgres://build@localhost/build \
-       METRICS_TOKEN=build \
+       METRICS_TOKEN=build CACHE_URL=redis://build:6379/1 \
        python manage.py collectstatic --noinput
 RUN useradd --system --uid 10001 cardhour && mkdir -p /app/var && chown -R cardhour /app/var
 USER cardhour

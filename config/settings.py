@@ -88,6 +88,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    # After the view: a write pins its organization's reads to the primary (core.db_routing).
+    "core.middleware.ReadYourWritesMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -131,6 +133,31 @@ if env.str("DATABASE_NAME", default=""):
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+# --- the streaming read replica (docs/scaling.md): lists and reports chosen view by view read
+# from it (core.api.replica), everything else from the primary (core.db_routing). Without
+# DATABASE_REPLICA_URL there is no replica and every query goes to `default`. In tests the alias
+# always exists as a second connection to the test database (TEST MIRROR), so routing tests see
+# the test data through a real second connection; it is only used where a test turns it on. ---
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = env.db_url("DATABASE_REPLICA_URL")
+    if env.str("DATABASE_NAME", default=""):
+        DATABASES["replica"]["NAME"] = env.str("DATABASE_NAME")
+elif TESTING:
+    DATABASES["replica"] = dict(DATABASES["default"])
+if "replica" in DATABASES:
+    DATABASES["replica"]["ENGINE"] = "django.db.backends.postgresql"
+    DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"]["CONN_MAX_AGE"]
+    DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
+    # The test database is created on the primary only; a streaming replica receives it.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["core.db_routing.PrimaryReplicaRouter"]
+# The alias list and report endpoints read from, or None (everything on the primary).
+DATABASE_READ_REPLICA: str | None = "replica" if DATABASE_REPLICA_URL else None
+# Read-your-writes: after a POST/PUT/PATCH/DELETE, the organization reads from the primary for
+# this long (longer than the replica's usual lag; counted in the shared cache).
+DATABASE_REPLICA_PIN_SECONDS = env.int("DATABASE_REPLICA_PIN_SECONDS", default=15)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Throttles and the admin lockout count in this cache, so production needs one that every web

@@ -1,4 +1,5 @@
-"""The request id of every request, its log context, and one log line per request."""
+"""The request id of every request, its log context, one log line per request, and the
+read-your-writes pin of requests that wrote."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import uuid
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponseBase
+from rest_framework.permissions import SAFE_METHODS
 
+from core.db_routing import current_principal, writes_pin
 from core.logging import organization_var, request_context
 
 HEADER = "X-Request-ID"
@@ -69,4 +72,24 @@ class RequestContextMiddleware:
                     "duration_ms": duration_ms,
                 },
             )
+        return response
+
+
+class ReadYourWritesMiddleware:
+    """After a POST, PUT, PATCH or DELETE, its organization reads from the primary for a while.
+
+    Lists and reports may read from the streaming replica (core.db_routing), which lags the
+    primary; a caller that just wrote reads its writes from the primary for
+    DATABASE_REPLICA_PIN_SECONDS, from every web process (the pin is in the shared cache).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if request.method not in SAFE_METHODS:
+            principal = current_principal()
+            if principal is not None:
+                writes_pin(principal=principal)
         return response

@@ -30,6 +30,7 @@ from billing.selectors.attribution import (
 from core.api.fields import DecimalString
 from core.api.params import id_param, month_param
 from core.api.renderers import RENDERERS_WITH_CSV, CsvResponse, responses_with_csv, wants_csv
+from core.api.replica import reads_from_replica
 from core.errors import NotFound, ValidationFailed
 
 CSV_HEADER = (
@@ -131,6 +132,7 @@ class CostReportView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
         ],
         responses=responses_with_csv(CostReportSerializer, "One row per group and currency."),
     )
+    @reads_from_replica
     def get(self, request: Request) -> Response:
         """Split each invoice line over the groups that used it; rows sum to the invoices."""
         params = request.query_params

@@ -78,6 +78,7 @@ from core.api.idempotency import idempotent
 from core.api.params import id_param
 from core.api.parsers import JSONParser
 from core.api.renderers import RENDERERS_WITH_CSV, CsvListMixin, responses_with_csv
+from core.api.replica import ReplicaListMixin
 from core.errors import Conflict, ValidationFailed
 
 # 10,000 events of a few hundred bytes each, with room for long ids and whitespace.
@@ -120,6 +121,7 @@ def _preview_body(
 
 class InvoiceViewSet(
     OrganizationScopedMixin,
+    ReplicaListMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet[Invoice],
@@ -224,6 +226,7 @@ class InvoiceViewSet(
 
 class CreditNoteViewSet(
     OrganizationScopedMixin,
+    ReplicaListMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet[CreditNote],
@@ -276,6 +279,7 @@ class BalanceViewSet(
 )
 class LedgerEntryViewSet(
     OrganizationScopedMixin,
+    ReplicaListMixin,
     CsvListMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -339,6 +343,7 @@ class UsageEventViewSet(OrganizationScopedMixin, viewsets.GenericViewSet[Any]):
 
 class UsageRollupViewSet(
     OrganizationScopedMixin,
+    ReplicaListMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet[UsageRollup],

@@ -57,6 +57,7 @@ from core.api.renderers import (
     responses_with_csv,
     wants_csv,
 )
+from core.api.replica import ReplicaListMixin, reads_from_replica
 from economics.api.filters import AssetFilter, CapacitySignalFilter, FxRateFilter
 from economics.api.serializers import (
     ASSET_CSV_FIELDS,
@@ -102,6 +103,7 @@ _MONTH_PARAMETERS = [
 )
 class AssetViewSet(
     OrganizationScopedMixin,
+    ReplicaListMixin,
     CsvListMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -199,6 +201,7 @@ class AssetViewSet(
 )
 class CapacitySignalViewSet(
     OrganizationScopedMixin,
+    ReplicaListMixin,
     CsvListMixin,
     mixins.ListModelMixin,
     viewsets.GenericViewSet[CapacitySignal],
@@ -296,6 +299,7 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
         ],
         responses=responses_with_csv(UnitEconomicsSerializer, "One row a period."),
     )
+    @reads_from_replica
     def get(self, request: Request) -> Response:
         """Each week or month of the scope: cost, traffic, utilization and cost per unit.
 
