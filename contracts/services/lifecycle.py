@@ -264,20 +264,35 @@ def _check_terms(contract: Contract) -> engine.ContractTerms:
     return contract_terms(contract)
 
 
+def _clause_rows(contract: Contract, clauses: Sequence[Mapping[str, Any]]) -> list[Clause]:
+    """The clause rows of a validated clause set (all kinds at most once)."""
+    return [
+        Clause(
+            contract=contract,
+            kind=clause.kind,
+            params=clause.model_dump(mode="json", exclude={"kind"}),
+        )
+        for clause in validate_clause_set(clauses)
+    ]
+
+
 def _clauses_replace(contract: Contract, clauses: Sequence[Mapping[str, Any]]) -> None:
     """Replace the contract's clause set with a validated one (all kinds at most once)."""
-    parsed = validate_clause_set(clauses)
+    rows = _clause_rows(contract, clauses)
     contract.clauses.all().delete()
-    Clause.objects.bulk_create(
-        [
-            Clause(
-                contract=contract,
-                kind=clause.kind,
-                params=clause.model_dump(mode="json", exclude={"kind"}),
-            )
-            for clause in parsed
-        ]
-    )
+    Clause.objects.bulk_create(rows)
+
+
+def _clauses_write(contract: Contract, clauses: Sequence[Mapping[str, Any]]) -> None:
+    """Write the clause set of a contract just created, and keep the rows on it as a prefetch
+    would, so that readers of its terms in this transaction (its checks, its activation, the
+    hooks of a new lease) do not read back what was just written. Django has no public setter
+    for a prefetch cache; this is the shape `prefetch_related` leaves."""
+    rows = Clause.objects.bulk_create(_clause_rows(contract, clauses))
+    written = Clause.objects.filter(contract=contract)  # lazy: never evaluated
+    written._result_cache = rows
+    written._prefetch_done = True
+    contract._prefetched_objects_cache = {"clauses": written}  # type: ignore[attr-defined]
 
 
 @transaction.atomic
@@ -302,11 +317,15 @@ def contract_create(
     clauses: Sequence[Mapping[str, Any]] = (),
     actor: str = "system",
     at: datetime | None = None,
+    activate_at: datetime | None = None,
 ) -> Contract:
     """Create a draft contract from parties, rates and a clause set; nothing is written if bad.
 
     `at` is when it was drafted (default now): a caller replaying a timeline passes its instant,
-    so the Created event comes before the contract's later events.
+    so the Created event comes before the contract's later events. With `activate_at` the draft
+    is put in force at once, as `contract_activate` would at that instant (a new lease's
+    contract): the row is this transaction's own, so it needs no lock, and its clauses are not
+    read back.
     """
     _check_parties(lessor, lessee)
     if term_end <= term_start:
@@ -330,8 +349,8 @@ def contract_create(
         reference_market_rate=reference_market_rate,
         billing_anchor_day=billing_anchor_day,
     )
-    _clauses_replace(contract, clauses)
-    _check_terms(contract)
+    _clauses_write(contract, clauses)
+    terms = _check_terms(contract)
     event_record(
         contract,
         kind=EventKind.CREATED,
@@ -344,7 +363,11 @@ def contract_create(
         inputs={"clauses": [c.kind for c in contract.clauses.all()]},
         to_status=contract.status,
     )
-    return contract
+    if activate_at is None:
+        # A draft's clauses may still change through other doors: readers read them afresh.
+        del contract._prefetched_objects_cache["clauses"]  # type: ignore[attr-defined]
+        return contract
+    return _activate(contract, terms, actor=actor, at=activate_at)
 
 
 @transaction.atomic
@@ -405,8 +428,13 @@ def contract_amend(
 def contract_activate(*, contract: Contract, actor: str, at: datetime | None = None) -> Contract:
     """Put a draft into force: pending acceptance when it has an acceptance clause, else active."""
     contract = contract_lock(contract)
-    at = at or timezone.now()
-    terms = contract_terms(contract)
+    return _activate(contract, contract_terms(contract), actor=actor, at=at or timezone.now())
+
+
+def _activate(
+    contract: Contract, terms: engine.ContractTerms, *, actor: str, at: datetime
+) -> Contract:
+    """Put a locked (or this transaction's own) draft in force, given its terms."""
     if terms.clause(ThroughputAcceptance) is not None:
         return contract_status_advance(
             contract,
