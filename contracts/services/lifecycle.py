@@ -25,9 +25,10 @@ from contracts.choices import (
 )
 from contracts.errors import InvalidContract
 from contracts.locks import contract_lock
-from contracts.models import Clause, Contract, ContractEvent
-from contracts.schemas import ThroughputAcceptance, validate_clause_set
+from contracts.models import Contract, ContractEvent
+from contracts.schemas import ThroughputAcceptance
 from contracts.selectors import contract_terms
+from contracts.services.clause_sets import clauses_replace, clauses_write_new
 from core.errors import Conflict
 from core.events import emit_to
 from core.lifecycle import StatusChange
@@ -264,37 +265,6 @@ def _check_terms(contract: Contract) -> engine.ContractTerms:
     return contract_terms(contract)
 
 
-def _clause_rows(contract: Contract, clauses: Sequence[Mapping[str, Any]]) -> list[Clause]:
-    """The clause rows of a validated clause set (all kinds at most once)."""
-    return [
-        Clause(
-            contract=contract,
-            kind=clause.kind,
-            params=clause.model_dump(mode="json", exclude={"kind"}),
-        )
-        for clause in validate_clause_set(clauses)
-    ]
-
-
-def _clauses_replace(contract: Contract, clauses: Sequence[Mapping[str, Any]]) -> None:
-    """Replace the contract's clause set with a validated one (all kinds at most once)."""
-    rows = _clause_rows(contract, clauses)
-    contract.clauses.all().delete()
-    Clause.objects.bulk_create(rows)
-
-
-def _clauses_write(contract: Contract, clauses: Sequence[Mapping[str, Any]]) -> None:
-    """Write the clause set of a contract just created, and keep the rows on it as a prefetch
-    would, so that readers of its terms in this transaction (its checks, its activation, the
-    hooks of a new lease) do not read back what was just written. Django has no public setter
-    for a prefetch cache; this is the shape `prefetch_related` leaves."""
-    rows = Clause.objects.bulk_create(_clause_rows(contract, clauses))
-    written = Clause.objects.filter(contract=contract)  # lazy: never evaluated
-    written._result_cache = rows
-    written._prefetch_done = True
-    contract._prefetched_objects_cache = {"clauses": written}  # type: ignore[attr-defined]
-
-
 @transaction.atomic
 def contract_create(
     *,
@@ -349,7 +319,7 @@ def contract_create(
         reference_market_rate=reference_market_rate,
         billing_anchor_day=billing_anchor_day,
     )
-    _clauses_write(contract, clauses)
+    clauses_write_new(contract, clauses)
     terms = _check_terms(contract)
     event_record(
         contract,
@@ -401,7 +371,7 @@ def contract_amend(
     contract._change_reason = f"{actor}: amendment to version {contract.version}"  # type: ignore[attr-defined]
     contract.save()
     if clauses is not None:
-        _clauses_replace(contract, clauses)
+        clauses_replace(contract, clauses)
     _check_terms(contract)
     new_clauses = {c.kind: c.params for c in contract.clauses.all()}
     event_record(

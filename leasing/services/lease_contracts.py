@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any
 from accounts.models import Organization
 from contracts.models import Contract
 from contracts.services import contract_create, contract_index_resets_apply
+from core.errors import ValidationFailed
 from inventory.selectors import index_fixing_rate
 from leasing.choices import PriceBasis
+from leasing.pricing import offer_prices, rate_for, rent_for
 from leasing.selectors.index_linked import index_linked_lease_terms
+from leasing.services.node_rent import is_node_month, whole_nodes_placed
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +37,22 @@ class NodeRent:
 @dataclass(frozen=True, slots=True)
 class LeaseContractTerms:
     """What a new lease's contract is written from, settled before any GPU is locked: its
-    starting rate, its clauses, the market rate of reference and the price basis."""
+    starting GPU-hour rate, its clauses, the market rate of reference, the price basis, and for
+    a node_month offer the rent of one node and why (how many nodes is known once placed)."""
 
     rate: Decimal
     clauses: list[dict[str, Any]]
     reference_market_rate: Decimal | None
     price_basis: str
+    rent_per_node: tuple[Decimal, str] | None = None
+
+    def rent(self, placed_gpu_ids: list[int]) -> NodeRent | None:
+        """The whole-server rent of the placed GPUs, checking they are whole nodes."""
+        if self.rent_per_node is None:
+            return None
+        per_node, why = self.rent_per_node
+        nodes = whole_nodes_placed(placed_gpu_ids)
+        return NodeRent(nodes=nodes, per_node_month=per_node, explanation=why)
 
 
 if TYPE_CHECKING:
@@ -47,12 +60,26 @@ if TYPE_CHECKING:
 
 
 def lease_contract_terms(
-    *, request: LeaseRequest, rate: Decimal, price_basis: str, now: datetime
+    *, request: LeaseRequest, price_basis: str, now: datetime
 ) -> LeaseContractTerms:
-    """The contract's terms for a request at `rate` (the offer's fixed rate, or 0 with a
-    whole-server rent): on the index-linked option, the offer's index_linked clause is added and
-    the rate is the one today's fixing gives (422 when there is none)."""
+    """The contract's terms for a request: the offer's GPU-hour rate in the request's mode, or
+    (a node_month offer, fixed only) rate 0 and the rent of one whole node; on the index-linked
+    option the offer's index_linked clause is added and the rate is the one today's fixing
+    gives (422 when there is none)."""
     offer = request.offer
+    prices = offer_prices(offer)
+    rent_per_node: tuple[Decimal, str] | None = None
+    if not is_node_month(offer):
+        rate, _ = rate_for(prices, mode=request.pricing_mode, term_months=request.term_months)
+    elif price_basis != PriceBasis.FIXED:
+        raise ValidationFailed(
+            "Whole-server monthly rent is a fixed rent; it has no index-linked option.",
+            code="node_month_fixed_only",
+            detail={"field": "price_basis"},
+        )
+    else:
+        rate = Decimal(0)
+        rent_per_node = rent_for(prices, mode=request.pricing_mode, term_months=request.term_months)
     clauses = list(offer.contract_template)
     if price_basis == PriceBasis.INDEX_LINKED:
         rate, clause = index_linked_lease_terms(
@@ -65,7 +92,7 @@ def lease_contract_terms(
         currency=offer.currency,
         term="on_demand",
     )
-    return LeaseContractTerms(rate, clauses, reference, price_basis)
+    return LeaseContractTerms(rate, clauses, reference, price_basis, rent_per_node)
 
 
 def lease_contract_create(

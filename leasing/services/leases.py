@@ -46,7 +46,7 @@ from leasing.services.lease_contracts import (
     lease_contract_create,
     lease_contract_terms,
 )
-from leasing.services.node_rent import is_node_month, whole_nodes, whole_nodes_placed
+from leasing.services.node_rent import is_node_month, whole_nodes
 
 # A window may start a little in the past: clocks differ and requests take time.
 START_SKEW = timedelta(minutes=5)
@@ -254,12 +254,12 @@ def lease_create(
         held = LeaseRequest(
             hold.offer, hold.gpu_count, hold.start, hold.end, hold.pricing_mode, hold.term_months
         )
-        prices = _prices(held, price_basis=price_basis, now=now)
+        terms = lease_contract_terms(request=held, price_basis=price_basis, now=now)
         with transaction.atomic():
             lease = _lease_from_hold(
                 customer=customer,
                 hold=hold,
-                prices=prices,
+                terms=terms,
                 workload=workload,
                 tags=clean_tags if tags is not None else None,
                 actor=actor,
@@ -285,11 +285,11 @@ def lease_create(
         )
         # Everything that needs no GPU is settled before placement locks any (docs/architecture.md,
         # "Leasing"): from the lock to the commit, only placement and the inserts.
-        prices = _prices(request, price_basis=price_basis, now=now)
+        terms = lease_contract_terms(request=request, price_basis=price_basis, now=now)
         lease = _lease_from_request(
             customer=customer,
             request=request,
-            prices=prices,
+            terms=terms,
             workload=workload,
             tags=clean_tags,
             actor=actor,
@@ -299,49 +299,11 @@ def lease_create(
         return lease
 
 
-@dataclass(frozen=True)
-class _Prices:
-    """A request's price, settled before placement: the contract's terms (the GPU-hour rate),
-    and for a node_month offer the rent of one node and its explanation (the count of nodes is
-    known once the GPUs are placed)."""
-
-    terms: LeaseContractTerms
-    rent_per_node: tuple[Decimal, str] | None
-
-    def rent(self, placed_gpu_ids: list[int]) -> NodeRent | None:
-        """The whole-server rent of the placed GPUs, checking they are whole nodes."""
-        if self.rent_per_node is None:
-            return None
-        per_node, why = self.rent_per_node
-        nodes = whole_nodes_placed(placed_gpu_ids)
-        return NodeRent(nodes=nodes, per_node_month=per_node, explanation=why)
-
-
-def _prices(request: LeaseRequest, *, price_basis: str, now: datetime) -> _Prices:
-    """The GPU-hour rate and the contract's terms, or (a node_month offer) rate 0 and the rent
-    of one whole node."""
-    prices = offer_prices(request.offer)
-    rent_per_node: tuple[Decimal, str] | None = None
-    if not is_node_month(request.offer):
-        rate, _ = rate_for(prices, mode=request.pricing_mode, term_months=request.term_months)
-    elif price_basis != PriceBasis.FIXED:
-        raise ValidationFailed(
-            "Whole-server monthly rent is a fixed rent; it has no index-linked option.",
-            code="node_month_fixed_only",
-            detail={"field": "price_basis"},
-        )
-    else:
-        rate = Decimal(0)
-        rent_per_node = rent_for(prices, mode=request.pricing_mode, term_months=request.term_months)
-    terms = lease_contract_terms(request=request, rate=rate, price_basis=price_basis, now=now)
-    return _Prices(terms, rent_per_node)
-
-
 def _lease_from_request(
     *,
     customer: Organization,
     request: LeaseRequest,
-    prices: _Prices,
+    terms: LeaseContractTerms,
     workload: str,
     tags: Tags,
     actor: str,
@@ -356,15 +318,15 @@ def _lease_from_request(
         preemptible=interruptible,
         now=now,
     )
-    rent = prices.rent(placement.gpu_ids)
+    rent = terms.rent(placement.gpu_ids)
     contract = lease_contract_create(
-        customer=customer, request=request, terms=prices.terms, actor=actor, now=now, rent=rent
+        customer=customer, request=request, terms=terms, actor=actor, now=now, rent=rent
     )
     lease = _lease_row(
         customer=customer,
         request=request,
         contract=contract,
-        rate=prices.terms.rate,
+        rate=terms.rate,
         placement=placement.placement,
         hold=None,
         rent=rent,
@@ -426,7 +388,7 @@ def _lease_from_hold(
     *,
     customer: Organization,
     hold: Hold,
-    prices: _Prices,
+    terms: LeaseContractTerms,
     workload: str,
     tags: Tags | None,
     actor: str,
@@ -438,16 +400,16 @@ def _lease_from_hold(
     request = LeaseRequest(
         hold.offer, hold.gpu_count, hold.start, hold.end, hold.pricing_mode, hold.term_months
     )
-    rent = prices.rent([a.gpu_id for a in allocations])
+    rent = terms.rent([a.gpu_id for a in allocations])
     contract = lease_contract_create(
-        customer=customer, request=request, terms=prices.terms, actor=actor, now=now, rent=rent
+        customer=customer, request=request, terms=terms, actor=actor, now=now, rent=rent
     )
     node_count = len({allocation.node_id for allocation in allocations})
     lease = _lease_row(
         customer=customer,
         request=request,
         contract=contract,
-        rate=prices.terms.rate,
+        rate=terms.rate,
         placement="single_node" if node_count == 1 else "multi_node",
         hold=hold,
         rent=rent,

@@ -27,8 +27,8 @@ LEASES, HOLDS = "/api/v1/leases/", "/api/v1/holds/"
 # clauses, history, events, put in force), the lease and its history and webhook rows, the
 # allocations, the answer read back and stored on the key. 50 statements (22 SELECTs) before
 # the expired-hold sweep left the request and the contract stopped reading back its clauses.
-LEASE_STATEMENTS = 36
-LEASE_SELECTS = 14
+LEASE_STATEMENTS = 35
+LEASE_SELECTS = 13
 
 
 def window(offer: Any, count: int, *, start_in_hours: int = 1, hours: int = 4) -> dict[str, Any]:
