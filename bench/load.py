@@ -849,6 +849,10 @@ def _print(result: dict[str, Any]) -> None:
         )
         if "goal" in scenario:
             print(f"{'':18} {'goal':9} {scenario['goal']['text']}")
+        print(
+            f"{'':18} {'load avg':9} {scenario['load_average_1m_before']} before,"
+            f" {scenario['load_average_1m_after']} after (1 min, {os.cpu_count()} CPUs)"
+        )
     print(f"statements per request: {json.dumps(result['statements'])}")
     print(f"checks: {json.dumps(result['checks'])}")
     print(
@@ -863,7 +867,8 @@ def _scenario(
     """Run one scenario on the endpoint, then on the bare view; figures and ratios."""
     users, duration = options.users, options.duration
     collectors: dict[str, Collector] = {}
-    scenario: dict[str, Any] = {"what": SCENARIOS[name]}
+    # The machine is shared: the load around each run says how far its figures can be compared.
+    scenario: dict[str, Any] = {"what": SCENARIOS[name], "load_average_1m_before": _load()}
     for path in ("endpoint", "bare"):
         bare = path == "bare"
         print(f"running {name} ({path}) …", flush=True)
@@ -896,6 +901,7 @@ def _scenario(
             "fixed work: the endpoint for warm-up + duration, counted whole; the bare view the "
             "same requests per user, timed until done"
         )
+    scenario["load_average_1m_after"] = _load()
     endpoint, bare_figures = scenario["endpoint"], scenario["bare"]
     scenario["ratio"] = round(endpoint["throughput_rps"] / bare_figures["throughput_rps"], 2)
     scenario["latency_ratio_p50"] = round(endpoint["p50_ms"] / bare_figures["p50_ms"], 2)
@@ -905,6 +911,11 @@ def _scenario(
     if name in GOALS:
         scenario["goal"] = _goal(GOALS[name], ratio=scenario["ratio"], p95=endpoint["p95_ms"])
     return collectors, scenario
+
+
+def _load() -> float:
+    """The 1-minute load average of the machine."""
+    return round(os.getloadavg()[0], 2)
 
 
 def _goal(goal: dict[str, float], *, ratio: float, p95: float | None) -> dict[str, Any]:
