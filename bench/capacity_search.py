@@ -331,6 +331,7 @@ def load(now: datetime) -> dict[str, float]:
                 "status",
                 "created_at",
                 "updated_at",
+                "price_unit",
             ],
             iter(offer_rows),
         )
@@ -371,6 +372,7 @@ def load(now: datetime) -> dict[str, float]:
                                 "active",
                                 end,
                                 now,
+                                "{}",
                             )
                         )
                     allocation_id += 1
@@ -403,6 +405,7 @@ def load(now: datetime) -> dict[str, float]:
                 "status",
                 "expires_at",
                 "created_at",
+                "tags",  # leasing 0014: no database default
             ],
             iter(hold_rows),
         )
@@ -502,6 +505,7 @@ def _offer_row(
         status,
         now,
         now,
+        "gpu_hour",  # leasing 0016: the column has no database default
     )
 
 

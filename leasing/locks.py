@@ -11,11 +11,12 @@ alone, never together with the rest.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.db.models import QuerySet
 
 from inventory.models import Gpu
@@ -33,14 +34,30 @@ def hold_lock(hold: Hold | int) -> Hold:
     )
 
 
-def expired_holds_lock(*, now: datetime) -> list[Hold]:
+def expired_holds_lock(
+    *,
+    now: datetime,
+    node_ids: Sequence[int] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> list[Hold]:
     """Lock the active holds past their expiry, in pk order, skipping ones another transaction
-    holds (it is converting or releasing them; the next sweep sees what is left)."""
-    return list(
-        Hold.objects.select_for_update(no_key=True, skip_locked=True)
-        .filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
-        .order_by("pk")
-    )
+    holds (it is converting or releasing them; the next sweep sees what is left).
+
+    With `node_ids`, `start` and `end`: only those with a live allocation on these nodes that
+    overlaps [start, end) (the ones in a placement's way).
+    """
+    holds = Hold.objects.filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
+    if node_ids is not None:
+        holds = holds.filter(
+            pk__in=Allocation.objects.filter(
+                node_id__in=list(node_ids),
+                hold__isnull=False,
+                released_at__isnull=True,
+                period__overlap=DateTimeTZRange(start, end, "[)"),
+            ).values("hold_id")
+        )
+    return list(holds.select_for_update(no_key=True, skip_locked=True).order_by("pk"))
 
 
 def lease_lock(lease: Lease | int) -> Lease:

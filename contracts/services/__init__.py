@@ -3,7 +3,8 @@
 Callers import the public services from here (`from contracts.services import contract_create`);
 the modules of this package import each other directly.
 
-- lifecycle: create, amend, activate, status changes, the event writers
+- lifecycle: create, amend, activate, status changes, the event writers (clause_sets: its
+  clause-set helpers)
 - acceptance: acceptance runs, the lessor's claims and their answers (confirm, dispute, an
   operator's decision, silence), and rejection after a failed acceptance
 - price_steps: generational price steps from market facts

@@ -25,9 +25,10 @@ from contracts.choices import (
 )
 from contracts.errors import InvalidContract
 from contracts.locks import contract_lock
-from contracts.models import Clause, Contract, ContractEvent
-from contracts.schemas import ThroughputAcceptance, validate_clause_set
+from contracts.models import Contract, ContractEvent
+from contracts.schemas import ThroughputAcceptance
 from contracts.selectors import contract_terms
+from contracts.services.clause_sets import clauses_replace, clauses_write_new
 from core.errors import Conflict
 from core.events import emit_to
 from core.lifecycle import StatusChange
@@ -264,22 +265,6 @@ def _check_terms(contract: Contract) -> engine.ContractTerms:
     return contract_terms(contract)
 
 
-def _clauses_replace(contract: Contract, clauses: Sequence[Mapping[str, Any]]) -> None:
-    """Replace the contract's clause set with a validated one (all kinds at most once)."""
-    parsed = validate_clause_set(clauses)
-    contract.clauses.all().delete()
-    Clause.objects.bulk_create(
-        [
-            Clause(
-                contract=contract,
-                kind=clause.kind,
-                params=clause.model_dump(mode="json", exclude={"kind"}),
-            )
-            for clause in parsed
-        ]
-    )
-
-
 @transaction.atomic
 def contract_create(
     *,
@@ -302,11 +287,15 @@ def contract_create(
     clauses: Sequence[Mapping[str, Any]] = (),
     actor: str = "system",
     at: datetime | None = None,
+    activate_at: datetime | None = None,
 ) -> Contract:
     """Create a draft contract from parties, rates and a clause set; nothing is written if bad.
 
     `at` is when it was drafted (default now): a caller replaying a timeline passes its instant,
-    so the Created event comes before the contract's later events.
+    so the Created event comes before the contract's later events. With `activate_at` the draft
+    is put in force at once, as `contract_activate` would at that instant (a new lease's
+    contract): the row is this transaction's own, so it needs no lock, and its clauses are not
+    read back.
     """
     _check_parties(lessor, lessee)
     if term_end <= term_start:
@@ -330,8 +319,8 @@ def contract_create(
         reference_market_rate=reference_market_rate,
         billing_anchor_day=billing_anchor_day,
     )
-    _clauses_replace(contract, clauses)
-    _check_terms(contract)
+    clauses_write_new(contract, clauses)
+    terms = _check_terms(contract)
     event_record(
         contract,
         kind=EventKind.CREATED,
@@ -344,7 +333,11 @@ def contract_create(
         inputs={"clauses": [c.kind for c in contract.clauses.all()]},
         to_status=contract.status,
     )
-    return contract
+    if activate_at is None:
+        # A draft's clauses may still change through other doors: readers read them afresh.
+        del contract._prefetched_objects_cache["clauses"]  # type: ignore[attr-defined]
+        return contract
+    return _activate(contract, terms, actor=actor, at=activate_at)
 
 
 @transaction.atomic
@@ -378,7 +371,7 @@ def contract_amend(
     contract._change_reason = f"{actor}: amendment to version {contract.version}"  # type: ignore[attr-defined]
     contract.save()
     if clauses is not None:
-        _clauses_replace(contract, clauses)
+        clauses_replace(contract, clauses)
     _check_terms(contract)
     new_clauses = {c.kind: c.params for c in contract.clauses.all()}
     event_record(
@@ -405,8 +398,13 @@ def contract_amend(
 def contract_activate(*, contract: Contract, actor: str, at: datetime | None = None) -> Contract:
     """Put a draft into force: pending acceptance when it has an acceptance clause, else active."""
     contract = contract_lock(contract)
-    at = at or timezone.now()
-    terms = contract_terms(contract)
+    return _activate(contract, contract_terms(contract), actor=actor, at=at or timezone.now())
+
+
+def _activate(
+    contract: Contract, terms: engine.ContractTerms, *, actor: str, at: datetime
+) -> Contract:
+    """Put a locked (or this transaction's own) draft in force, given its terms."""
     if terms.clause(ThroughputAcceptance) is not None:
         return contract_status_advance(
             contract,

@@ -9,12 +9,17 @@ translated to a 409, never a 500).
 
 Truly free GPUs are always used first; interruptible allocations are cut only when the request
 cannot be met otherwise, and then the cut that costs least (leasing.preemption) is chosen.
+
+Expired holds are lapsed by the beat task `leasing.expire_holds` (every minute), not on every
+request; a request that finds too few GPUs lapses only the expired holds in its own way (pool and
+window) and chooses again, so an expired hold never blocks a booking.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -46,11 +51,16 @@ class Placement:
     gpu_ids: list[int]
     placement: str
     preempt: list[int]  # ids of preemptible allocations that must be cut short
+    node_of: dict[int, int] = field(default_factory=dict)  # node id of each GPU placed
 
 
 def pool_node_ids(offer: Offer) -> list[int]:
-    """Nodes behind an offer: the named ones, else every node of its model at its site."""
-    named = list(offer.nodes.values_list("pk", flat=True))
+    """Nodes behind an offer: the named ones, else every node of its model at its site.
+
+    The named nodes come from the offer's prefetched `nodes` when the caller loaded them (the
+    offer views do), so placement does not read them twice.
+    """
+    named = [node.pk for node in offer.nodes.all()]
     if named:
         return sorted(named)
     return sorted(
@@ -69,21 +79,36 @@ def hold_allocations_release(hold: Hold, *, at: datetime) -> int:
     return len(live)
 
 
+def _holds_lapse(holds: list[Hold], *, now: datetime) -> int:
+    """Lapse locked holds past their expiry and free their GPUs; returns how many lapsed."""
+    for hold in holds:
+        freed = hold_allocations_release(hold, at=now)
+        hold_status_advance(
+            hold,
+            to_status=HoldStatus.EXPIRED,
+            at=hold.expires_at,
+            actor="system:holds",
+            reason=f"it was not turned into a lease by {hold.expires_at:%Y-%m-%d %H:%M} UTC",
+            inputs={"expires_at": hold.expires_at, "gpus_freed": freed},
+        )
+    return len(holds)
+
+
 def expired_holds_release(*, now: datetime) -> int:
-    """Lapse every active hold past its expiry and free its GPUs; returns how many lapsed."""
+    """Lapse every active hold past its expiry and free its GPUs; returns how many lapsed (the
+    beat task `leasing.expire_holds`)."""
     with transaction.atomic():
-        holds = expired_holds_lock(now=now)
-        for hold in holds:
-            freed = hold_allocations_release(hold, at=now)
-            hold_status_advance(
-                hold,
-                to_status=HoldStatus.EXPIRED,
-                at=hold.expires_at,
-                actor="system:holds",
-                reason=f"it was not turned into a lease by {hold.expires_at:%Y-%m-%d %H:%M} UTC",
-                inputs={"expires_at": hold.expires_at, "gpus_freed": freed},
-            )
-        return len(holds)
+        return _holds_lapse(expired_holds_lock(now=now), now=now)
+
+
+def expired_holds_in_the_way_release(
+    node_ids: list[int], *, start: datetime, end: datetime, now: datetime
+) -> int:
+    """Lapse the expired holds with a live allocation on these nodes overlapping [start, end)
+    (placement, when it finds too few free GPUs); returns how many lapsed. Runs in the caller's
+    transaction: the holds are claimed SKIP LOCKED, so it never waits."""
+    in_the_way = expired_holds_lock(now=now, node_ids=node_ids, start=start, end=end)
+    return _holds_lapse(in_the_way, now=now)
 
 
 # Free GPUs of some nodes for a window, by the one rule of leasing.selectors.free; {extra} takes
@@ -248,14 +273,14 @@ def _cheapest_preemption(
 
 def _lock_wanted(
     node_ids: list[int], wanted: list[int], *, start: datetime, end: datetime, may_preempt: bool
-) -> list[int]:
-    """Lock exactly the wanted GPUs that are still free (SKIP LOCKED); the ones it got."""
+) -> dict[int, int]:
+    """Lock exactly the wanted GPUs that are still free (SKIP LOCKED); the node of each it got."""
     if not wanted:
-        return []
+        return {}
     locked = free_gpus(
         node_ids, start=start, end=end, may_preempt=may_preempt, lock=True, only=wanted
     )
-    return sorted(gpu for ids in locked.values() for gpu in ids)
+    return {gpu: node for node, ids in locked.items() for gpu in ids}
 
 
 def place(
@@ -275,18 +300,25 @@ def place(
     truly free GPU and the cheapest cut for the rest (leasing.preemption). Choose from an
     unlocked read, then lock exactly the chosen rows (SKIP LOCKED): a GPU another transaction is
     booking is skipped and the choice is made again without it, so concurrent small requests
-    share a node instead of failing on each other's locks. Must run inside the caller's
-    transaction: the locks last until it commits.
+    share a node instead of failing on each other's locks. When too few GPUs are free, the
+    expired holds in the way (not lapsed yet by the beat task) are lapsed once and the choice is
+    made again. Must run inside the caller's transaction: the locks last until it commits.
     """
     node_ids = pool_node_ids(offer)
     may_preempt = not preemptible
-    cut_at = preemption_cut_time(offer, start=start, now=now or timezone.now())
+    now = now or timezone.now()
+    cut_at = preemption_cut_time(offer, start=start, now=now)
     busy_elsewhere: set[int] = set()
+    expired_lapsed = False
     for _ in range(MAX_PLACEMENT_ATTEMPTS):
         free = free_gpus(
             node_ids, start=start, end=end, may_preempt=False, lock=False, exclude=busy_elsewhere
         )
         choice = gpus_choose(free, count)
+        if choice is None and not expired_lapsed:
+            expired_lapsed = True
+            if expired_holds_in_the_way_release(node_ids, start=start, end=end, now=now):
+                continue
         to_cut: list[int] = []
         if choice is None and may_preempt:
             preemption = _cheapest_preemption(
@@ -309,10 +341,10 @@ def place(
         wanted, placement = choice
         free_wanted = sorted(set(wanted) - set(to_cut))
         got = _lock_wanted(node_ids, free_wanted, start=start, end=end, may_preempt=False)
-        got += _lock_wanted(node_ids, sorted(to_cut), start=start, end=end, may_preempt=True)
+        got |= _lock_wanted(node_ids, sorted(to_cut), start=start, end=end, may_preempt=True)
         if len(got) == count:
             preempt = _preemptible_overlaps(sorted(to_cut), start=start, end=end) if to_cut else []
-            return Placement(gpu_ids=sorted(got), placement=placement, preempt=preempt)
+            return Placement(gpu_ids=sorted(got), placement=placement, preempt=preempt, node_of=got)
         busy_elsewhere |= set(wanted) - set(got)
     free_now = free_gpu_count(offer, start=start, end=end, may_preempt=may_preempt)
     raise CapacityGone(
@@ -330,9 +362,15 @@ def allocations_create(
     preemptible: bool,
     lease: Lease | None = None,
     hold: Hold | None = None,
+    node_of: Mapping[int, int] | None = None,
 ) -> list[Allocation]:
-    """Insert one allocation per GPU; an overlap caught by the database becomes a 409."""
-    node_of = dict(Gpu.objects.filter(pk__in=gpu_ids).values_list("pk", "node_id"))
+    """Insert one allocation per GPU; an overlap caught by the database becomes a 409.
+
+    `node_of` (each GPU's node, as placement read it) spares reading the GPUs again; the
+    trigger `allocation_node_matches_gpu` still refuses a wrong node.
+    """
+    if node_of is None or not set(gpu_ids) <= set(node_of):
+        node_of = dict(Gpu.objects.filter(pk__in=gpu_ids).values_list("pk", "node_id"))
     rows = [
         Allocation(
             gpu_id=gpu_id,

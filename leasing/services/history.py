@@ -44,7 +44,11 @@ def _lease_webhook(event: LeaseEvent, lease: Lease) -> None:
     event_type = _webhook_type(event.kind, event.to_status)
     if event_type is None:
         return
-    provider_id = Offer.objects.filter(pk=lease.offer_id).values_list("provider_id", flat=True)[0]
+    provider_id = (
+        lease.offer.provider_id
+        if Lease.offer.is_cached(lease)
+        else Offer.objects.filter(pk=lease.offer_id).values_list("provider_id", flat=True)[0]
+    )
     data: dict[str, Any] = {
         "lease_id": lease.pk,
         "contract_id": lease.contract_id,

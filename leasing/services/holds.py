@@ -5,7 +5,8 @@ active holds, active holds at once, and holds placed per rolling hour; creation 
 under the organization's advisory lock, so concurrent requests cannot both pass.
 
 A hold becomes a lease in leasing.services.leases (status `converted`) and lapses in
-leasing.services.allocation (`expired`); every status change goes through `hold_status_advance`
+leasing.services.allocation (`expired`: the beat task every minute, or a placement it is in the
+way of); every status change goes through `hold_status_advance`
 and writes a row of the hold's history.
 """
 
@@ -29,12 +30,7 @@ from leasing.errors import HoldLimitReached, HoldRateLimited
 from leasing.locks import hold_lock, organization_holds_lock
 from leasing.models import Hold, HoldLimit, Quote
 from leasing.selectors.holds import RATE_WINDOW, hold_limits_of, hold_usage_of
-from leasing.services.allocation import (
-    allocations_create,
-    expired_holds_release,
-    hold_allocations_release,
-    place,
-)
+from leasing.services.allocation import allocations_create, hold_allocations_release, place
 from leasing.services.history import hold_event_record, hold_status_advance
 from leasing.services.leases import LeaseRequest
 from leasing.services.node_rent import is_node_month, whole_nodes_placed
@@ -58,7 +54,6 @@ def hold_create(
     """
     clean_tags = tags_clean(tags)
     now = now or timezone.now()
-    expired_holds_release(now=now)
     ttl = ttl or timedelta(
         minutes=getattr(settings, "HOLD_TTL_MINUTES", DEFAULT_HOLD_TTL.seconds // 60)
     )
@@ -102,6 +97,7 @@ def hold_create(
             end=request.end,
             preemptible=request.pricing_mode == PricingMode.INTERRUPTIBLE,
             hold=hold,
+            node_of=placement.node_of,
         )
         hold_event_record(
             hold,

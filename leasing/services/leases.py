@@ -37,16 +37,16 @@ from leasing.locks import allocations_lock, hold_lock
 from leasing.models import Allocation, Hold, Lease, Offer, Quote
 from leasing.pricing import offer_prices, rate_for, rent_for
 from leasing.selectors.windows import window_end
-from leasing.services.allocation import (
-    allocations_create,
-    expired_holds_release,
-    place,
-    preemption_cut_time,
-)
+from leasing.services.allocation import allocations_create, place, preemption_cut_time
 from leasing.services.changes import allocations_preempt
 from leasing.services.history import hold_status_advance, lease_event_record
-from leasing.services.lease_contracts import NodeRent, lease_contract_create
-from leasing.services.node_rent import is_node_month, whole_nodes, whole_nodes_placed
+from leasing.services.lease_contracts import (
+    LeaseContractTerms,
+    NodeRent,
+    lease_contract_create,
+    lease_contract_terms,
+)
+from leasing.services.node_rent import is_node_month, whole_nodes
 
 # A window may start a little in the past: clocks differ and requests take time.
 START_SKEW = timedelta(minutes=5)
@@ -247,28 +247,33 @@ def lease_create(
             code="invalid_workload",
             detail={"field": "workload"},
         )
-    expired_holds_release(now=now)
-    with transaction.atomic():
-        if hold is not None:
+    if hold is not None:
+        # Priced from the hold as it was placed (offer, count, window and mode never change);
+        # checked here and again under its lock.
+        _hold_check(hold, customer=customer, now=now)
+        held = LeaseRequest(
+            hold.offer, hold.gpu_count, hold.start, hold.end, hold.pricing_mode, hold.term_months
+        )
+        terms = lease_contract_terms(request=held, price_basis=price_basis, now=now)
+        with transaction.atomic():
             lease = _lease_from_hold(
                 customer=customer,
                 hold=hold,
+                terms=terms,
                 workload=workload,
                 tags=clean_tags if tags is not None else None,
-                price_basis=price_basis,
                 actor=actor,
                 now=now,
             )
             lease_hooks_run("created", lease, now)
             return lease
-        if quote is not None:
-            if quote.customer_id != customer.pk:
-                raise Conflict("The quote is not yours.", code="quote_not_yours")
-            request = request_from_quote(quote, now=now)
-        if request is None:
-            raise ValidationFailed(
-                "Give a hold, a quote, or an offer and a window.", code="invalid"
-            )
+    if quote is not None:
+        if quote.customer_id != customer.pk:
+            raise Conflict("The quote is not yours.", code="quote_not_yours")
+        request = request_from_quote(quote, now=now)
+    if request is None:
+        raise ValidationFailed("Give a hold, a quote, or an offer and a window.", code="invalid")
+    with transaction.atomic():
         admit(
             Admission(
                 customer=customer,
@@ -278,12 +283,15 @@ def lease_create(
                 tags=clean_tags,
             )
         )
+        # Everything that needs no GPU is settled before placement locks any (docs/architecture.md,
+        # "Leasing"): from the lock to the commit, only placement and the inserts.
+        terms = lease_contract_terms(request=request, price_basis=price_basis, now=now)
         lease = _lease_from_request(
             customer=customer,
             request=request,
+            terms=terms,
             workload=workload,
             tags=clean_tags,
-            price_basis=price_basis,
             actor=actor,
             now=now,
         )
@@ -291,33 +299,13 @@ def lease_create(
         return lease
 
 
-def _prices(
-    request: LeaseRequest, *, placed_gpu_ids: list[int], price_basis: str
-) -> tuple[Decimal, NodeRent | None]:
-    """The GPU-hour rate, or (a node_month offer) rate 0 and the whole-node rent, checking the
-    placed GPUs are whole nodes."""
-    prices = offer_prices(request.offer)
-    if not is_node_month(request.offer):
-        rate, _ = rate_for(prices, mode=request.pricing_mode, term_months=request.term_months)
-        return rate, None
-    if price_basis != PriceBasis.FIXED:
-        raise ValidationFailed(
-            "Whole-server monthly rent is a fixed rent; it has no index-linked option.",
-            code="node_month_fixed_only",
-            detail={"field": "price_basis"},
-        )
-    nodes = whole_nodes_placed(placed_gpu_ids)
-    per_node, why = rent_for(prices, mode=request.pricing_mode, term_months=request.term_months)
-    return Decimal(0), NodeRent(nodes=nodes, per_node_month=per_node, explanation=why)
-
-
 def _lease_from_request(
     *,
     customer: Organization,
     request: LeaseRequest,
+    terms: LeaseContractTerms,
     workload: str,
     tags: Tags,
-    price_basis: str,
     actor: str,
     now: datetime,
 ) -> Lease:
@@ -330,21 +318,15 @@ def _lease_from_request(
         preemptible=interruptible,
         now=now,
     )
-    rate, rent = _prices(request, placed_gpu_ids=placement.gpu_ids, price_basis=price_basis)
-    contract, rate = lease_contract_create(
-        customer=customer,
-        request=request,
-        rate=rate,
-        actor=actor,
-        now=now,
-        price_basis=price_basis,
-        rent=rent,
+    rent = terms.rent(placement.gpu_ids)
+    contract = lease_contract_create(
+        customer=customer, request=request, terms=terms, actor=actor, now=now, rent=rent
     )
     lease = _lease_row(
         customer=customer,
         request=request,
         contract=contract,
-        rate=rate,
+        rate=terms.rate,
         placement=placement.placement,
         hold=None,
         rent=rent,
@@ -386,50 +368,48 @@ def _lease_from_request(
         end=request.end,
         preemptible=interruptible,
         lease=lease,
+        node_of=placement.node_of,
     )
     return lease
 
 
-def _lease_from_hold(
-    *,
-    customer: Organization,
-    hold: Hold,
-    workload: str,
-    tags: Tags | None,
-    price_basis: str,
-    actor: str,
-    now: datetime,
-) -> Lease:
-    hold = hold_lock(hold)
+def _hold_check(hold: Hold, *, customer: Organization, now: datetime) -> Hold:
+    """A hold the customer may turn into a lease now: theirs, active and not expired."""
     if hold.customer_id != customer.pk:
         raise Conflict("The hold is not yours.", code="hold_not_yours")
     if hold.status == HoldStatus.CONVERTED:
         raise Conflict("The hold was already turned into a lease.", code="hold_converted")
     if hold.status != HoldStatus.ACTIVE or hold.expires_at <= now:
         raise HoldExpired(detail={"expired_at": hold.expires_at.isoformat()})
+    return hold
+
+
+def _lease_from_hold(
+    *,
+    customer: Organization,
+    hold: Hold,
+    terms: LeaseContractTerms,
+    workload: str,
+    tags: Tags | None,
+    actor: str,
+    now: datetime,
+) -> Lease:
+    hold = _hold_check(hold_lock(hold), customer=customer, now=now)
     # Lock order: the hold, then its allocations, then (a new) contract.
     allocations = allocations_lock(Allocation.objects.filter(hold=hold, released_at__isnull=True))
     request = LeaseRequest(
         hold.offer, hold.gpu_count, hold.start, hold.end, hold.pricing_mode, hold.term_months
     )
-    rate, rent = _prices(
-        request, placed_gpu_ids=[a.gpu_id for a in allocations], price_basis=price_basis
-    )
-    contract, rate = lease_contract_create(
-        customer=customer,
-        request=request,
-        rate=rate,
-        actor=actor,
-        now=now,
-        price_basis=price_basis,
-        rent=rent,
+    rent = terms.rent([a.gpu_id for a in allocations])
+    contract = lease_contract_create(
+        customer=customer, request=request, terms=terms, actor=actor, now=now, rent=rent
     )
     node_count = len({allocation.node_id for allocation in allocations})
     lease = _lease_row(
         customer=customer,
         request=request,
         contract=contract,
-        rate=rate,
+        rate=terms.rate,
         placement="single_node" if node_count == 1 else "multi_node",
         hold=hold,
         rent=rent,

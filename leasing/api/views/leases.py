@@ -66,6 +66,7 @@ ALLOCATIONS = Prefetch(
         "gpu__node_id", "gpu__index"
     ),
 )
+NO_NOTICES = PreemptionNotice.objects.none()
 
 
 def _actor(request: Request) -> str:
@@ -198,9 +199,11 @@ class LeaseViewSet(
             lease = lease_create(quote=_own_quote(data["quote"], customer), **common)
         else:
             lease = lease_create(request=_window_request(data, self.caller), **common)
+        # A lease just made has no preemption notices yet: `.none()` answers without a query.
+        created = self.get_queryset().prefetch_related(None)
+        created = created.prefetch_related(ALLOCATIONS, Prefetch("preemptions", NO_NOTICES))
         return Response(
-            LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data,
-            status=status.HTTP_201_CREATED,
+            LeaseSerializer(created.get(pk=lease.pk)).data, status=status.HTTP_201_CREATED
         )
 
     def _as_customer(self, lease: Lease) -> None:
