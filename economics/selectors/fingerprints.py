@@ -3,9 +3,10 @@
 The nightly job recomputes a month only when its fingerprint differs from the one stored on its
 row. A fingerprint digests, per node and calendar month (the same months `gpu_seconds` yields):
 the node's and its site's cost and power columns and its retirement, the month's span of service
-(its end moves with `now` in the running month), the allocations and outages that overlap it,
-and the FX rates a conversion at the month's end can read. Revenue is digested in Python from
-the attribution (`revenue_fingerprints`), since a line's placement depends on other lines.
+(its end moves with `now` in the running month), and the allocations and outages that overlap
+it. Two parts are added in Python: the revenue placed on the month (from the attribution, since
+a line's placement depends on other lines) and the FX rate each conversion the month needs
+would use (capex currency from power, opex and revenue currencies, on the month's last day).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 from django.db import connection
 
-from economics.selectors.revenue import RevenuePiece
+from economics.fx import FxTable
+from economics.selectors.revenue import RevenuePiece, next_month
 
 # Bump when the computation of a month changes, so that every stored month is recomputed once.
 FORMULA_VERSION = "1"
@@ -25,7 +28,7 @@ FORMULA_VERSION = "1"
 # One row per node-month; each part digested separately so a reader can see what counts.
 INPUT_FINGERPRINT_SQL = """
 WITH node AS (
-    SELECT n.id,
+    SELECT n.id, n.capex_currency, s.power_currency, s.opex_currency,
            concat_ws('|', n.capex, n.capex_currency, n.salvage_value, n.service_life_months,
                      n.power_idle_kw, n.power_full_kw, n.gpu_count, n.acquired_on,
                      s.pue, s.power_price_per_kwh, s.power_currency,
@@ -47,7 +50,8 @@ WITH node AS (
     WHERE n.id = ANY(%(node_ids)s)
 ),
 node_month AS (
-    SELECT node.id AS node_id, node.costs, m AS month_start,
+    SELECT node.id AS node_id, node.capex_currency, node.power_currency, node.opex_currency,
+           node.costs, m AS month_start,
            node.service * tstzrange(m, m + interval '1 month', '[)') AS span
     FROM node
     CROSS JOIN LATERAL generate_series(
@@ -73,27 +77,34 @@ outages AS (
     JOIN inventory_outage o ON o.node_id = nm.node_id
      AND tstzrange(o.start, COALESCE(o."end", 'infinity'::timestamptz), '[)') && nm.span
     GROUP BY nm.node_id, nm.month_start
-),
-fx AS (
-    -- A month converts with the latest rate valid on its last day: every rate up to then.
-    SELECT months.month_start,
-           md5(COALESCE(string_agg(concat_ws(',', f.base_currency, f.quote_currency,
-                                             f.valid_on, f.rate),
-                                   ';' ORDER BY f.base_currency, f.quote_currency, f.valid_on),
-                        '')) AS digest
-    FROM (SELECT DISTINCT month_start FROM node_month) months
-    LEFT JOIN billing_fxrate f
-      ON f.valid_on < (months.month_start AT TIME ZONE 'UTC' + interval '1 month')::date
-    GROUP BY months.month_start
 )
-SELECT nm.node_id, nm.month_start,
+SELECT nm.node_id, nm.month_start, nm.capex_currency, nm.power_currency, nm.opex_currency,
        concat_ws('/', nm.costs, lower(nm.span), upper(nm.span),
-                 COALESCE(al.digest, '-'), COALESCE(ou.digest, '-'), fx.digest) AS inputs
+                 COALESCE(al.digest, '-'), COALESCE(ou.digest, '-')) AS inputs
 FROM node_month nm
 LEFT JOIN allocations al USING (node_id, month_start)
 LEFT JOIN outages ou USING (node_id, month_start)
-JOIN fx USING (month_start)
 """
+
+
+class _Rates:
+    """The rate a conversion would use, per pair and month, looked up once."""
+
+    def __init__(self) -> None:
+        self.fx = FxTable.load()
+        self.seen: dict[tuple[str, str, date], str] = {}
+
+    def __call__(self, source: str, target: str, month: date) -> str:
+        key = (source, target, month)
+        if key not in self.seen:
+            on = next_month(month) - timedelta(days=1)
+            conversion = self.fx.convert(Decimal(1), source, target, on)
+            self.seen[key] = (
+                "none"
+                if conversion is None
+                else f"{conversion.rate}@{conversion.rate_valid_on}:{conversion.inverted}"
+            )
+        return self.seen[key]
 
 
 def _revenue_digest(pieces: Iterable[RevenuePiece]) -> str:
@@ -116,13 +127,18 @@ def month_fingerprints(
     with connection.cursor() as cursor:
         cursor.execute(INPUT_FINGERPRINT_SQL, {"node_ids": list(node_ids), "now": now})
         rows = cursor.fetchall()
+    rates = _Rates()
     fingerprints = {}
-    for node_id, month_start, inputs in rows:
+    for node_id, month_start, currency, power_currency, opex_currency, inputs in rows:
         month = month_start.astimezone(UTC).date()
-        pieces = revenue.get((node_id, month))
+        pieces = revenue.get((node_id, month)) or []
+        sources = {power_currency, opex_currency, *(piece.currency for piece in pieces)}
+        used = ",".join(
+            f"{source}:{rates(source, currency, month)}" for source in sorted(sources - {currency})
+        )
         digest = _revenue_digest(pieces) if pieces else "-"
         fingerprints[node_id, month] = hashlib.md5(
-            f"{FORMULA_VERSION}/{inputs}/{digest}".encode()
+            f"{FORMULA_VERSION}/{inputs}/{digest}/{used}".encode()
         ).hexdigest()
     return fingerprints
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.db import connection
 
 from billing.models import Invoice
 from billing.services.documents import credit_note_issue
@@ -75,8 +76,11 @@ def nightly(now: datetime) -> EconomicsRun:
     return EconomicsRun.objects.get(pk=run_id)
 
 
-def stamps() -> dict[tuple[int, date], datetime]:
-    return {(m.node_id, m.month): m.computed_at for m in AssetMonth.objects.all()}
+def stamps() -> dict[tuple[int, date], str]:
+    """Each month row's row version (xmin): it changes when, and only when, the row is written."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT node_id, month, xmin::text FROM billing_assetmonth")
+        return {(node_id, month): version for node_id, month, version in cursor.fetchall()}
 
 
 def rent_lease(provider: Any, customer: Any, node: Node) -> None:
