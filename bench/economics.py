@@ -398,11 +398,11 @@ def load(nodes: int, months: int) -> dict[str, Any]:
             "leasing_offer",
             "id provider_id site_id gpu_model_id name price_per_gpu_hour currency"
             " reserved_ladder preemption_notice_minutes min_term_hours available_from"
-            " contract_template status created_at updated_at",
+            " contract_template status created_at updated_at price_unit",
             (
                 _cat(
                     (i, PROVIDER_ID, i, model_of_site[i], f"{s[0]} pool", "2.49", "USD", "{}", 5),
-                    (1, created, "[]", "published", created, created),
+                    (1, created, "[]", "published", created, created, "gpu_hour"),
                 )
                 for i, s in enumerate(SITES, 1)
             ),
@@ -431,6 +431,7 @@ def load(nodes: int, months: int) -> dict[str, Any]:
                 _cat(
                     (lease_id, customer, site_id, lease_id, gpu_count, start, end, mode, term),
                     (price, "USD", status[0], "multi_node", "unspecified", status[2], start, start),
+                    ("{}",),
                 )
             )
             lease_nodes.append((lease_id, first, last, gpus))
@@ -448,7 +449,7 @@ def load(nodes: int, months: int) -> dict[str, Any]:
             "leasing_lease",
             'id customer_id offer_id contract_id gpu_count start "end" pricing_mode term_months'
             " price_per_gpu_hour currency status placement workload ended_at created_at"
-            " updated_at",
+            " updated_at tags",
             iter(lease_rows),
         )
         cursor.execute(
@@ -516,8 +517,8 @@ def load(nodes: int, months: int) -> dict[str, Any]:
                 },
             )
             cursor.execute(
-                "INSERT INTO leasing_slasubscription (offering_id, contract_id, created_at)"
-                " VALUES (%s, %s, %s)",
+                "INSERT INTO leasing_slasubscription (offering_id, contract_id, created_at, tags)"
+                " VALUES (%s, %s, %s, '{}')",
                 [number, contract_id, term_start],
             )
 
