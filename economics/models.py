@@ -88,7 +88,14 @@ class AssetMonth(models.Model):
     book_value = models.DecimalField(**MONEY, help_text="At the end of the month.")
     revenue_detail = models.JSONField(default=dict, blank=True)
     warnings = models.JSONField(default=list, blank=True)
-    computed_at = models.DateTimeField()
+    inputs_fingerprint = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="Digest of what the month was computed from; the nightly job recomputes the "
+        "month only when it changes.",
+    )
+    computed_at = models.DateTimeField(help_text="When the month's figures last changed.")
 
     class Meta:
         db_table = "billing_assetmonth"

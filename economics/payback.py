@@ -106,13 +106,40 @@ def energy_kwh(
     return draw * hours * pue
 
 
-def asset_months(asset: Asset, months: Sequence[MonthFacts]) -> list[MonthFigures]:
-    """Figure each month in order; depreciation stops once capex - salvage is written off."""
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where the months before the first one to figure left off (all zero at acquisition)."""
+
+    cumulative_net_cash_flow: Decimal = ZERO
+    accumulated_depreciation: Decimal = ZERO
+    life_elapsed_months: Decimal = ZERO
+
+
+def progress_after(facts: Sequence[MonthFacts], figures: Sequence[MonthFigures]) -> Progress:
+    """The state after already figured months, summed in the same order `asset_months` does."""
+    life_elapsed = ZERO
+    for month in facts:
+        life_elapsed += month.in_service_hours / month.hours_in_month
+    if not figures:
+        return Progress(life_elapsed_months=life_elapsed)
+    last = figures[-1]
+    return Progress(last.cumulative_net_cash_flow, last.accumulated_depreciation, life_elapsed)
+
+
+def asset_months(
+    asset: Asset, months: Sequence[MonthFacts], *, start: Progress | None = None
+) -> list[MonthFigures]:
+    """Figure each month in order; depreciation stops once capex - salvage is written off.
+
+    `start` continues a series whose earlier months are already figured (the nightly job
+    recomputes only from the first month whose inputs changed).
+    """
     monthly = straight_line_depreciation(asset.capex, asset.salvage, asset.service_life_months)
     depreciable = asset.capex - asset.salvage
-    cumulative = ZERO
-    accumulated = ZERO
-    life_elapsed = ZERO
+    start = start or Progress()
+    cumulative = start.cumulative_net_cash_flow
+    accumulated = start.accumulated_depreciation
+    life_elapsed = start.life_elapsed_months
     figures = []
     for facts in months:
         utilization = ratio(

@@ -54,6 +54,7 @@ node_out AS (
            )) AS spans
     FROM inventory_outage o
     WHERE o.gpu_id IS NULL AND o.node_id = ANY(%(node_ids)s) AND o.start < %(now)s
+      AND (%(start)s::timestamptz IS NULL OR COALESCE(o."end", %(now)s) > %(start)s)
     GROUP BY o.node_id
 ),
 gpu_out AS (
@@ -63,6 +64,7 @@ gpu_out AS (
            )) AS spans
     FROM inventory_outage o
     WHERE o.gpu_id IS NOT NULL AND o.node_id = ANY(%(node_ids)s) AND o.start < %(now)s
+      AND (%(start)s::timestamptz IS NULL OR COALESCE(o."end", %(now)s) > %(start)s)
     GROUP BY o.node_id, o.gpu_id
 ),
 alloc AS (
@@ -71,6 +73,8 @@ alloc AS (
     FROM leasing_allocation a
     WHERE a.lease_id IS NOT NULL AND a.released_at IS NULL
       AND a.node_id = ANY(%(node_ids)s) AND lower(a.period) < %(now)s
+      -- With `start`, what ended before it falls in no bucket.
+      AND (%(start)s::timestamptz IS NULL OR upper(a.period) > %(start)s)
 ),
 allocated AS (
     -- Without outages on the node the overlap is a plain range: no multirange work.

@@ -1,15 +1,19 @@
 """Asset months and payback: every node's months in its capex currency, and its standing.
 
-Idempotent: each run recomputes every month of every node from the facts (allocations, outages,
-issued invoices and credit notes, FX rates) and replaces what the last run wrote, so late usage,
-a credit note or a corrected FX rate shows up the next night without any bookkeeping.
+Idempotent and incremental: each month carries a fingerprint of its inputs (allocations,
+outages, the revenue placed on it from issued invoices and credit notes, FX rates, the node's
+and site's costs, its span of service). A run recomputes a node from its first month whose
+fingerprint changed (later months follow: cumulative figures carry over), continues from the
+stored months before it, and writes only rows whose values changed; so late usage, a credit
+note or a corrected FX rate still shows up the next night without any bookkeeping. `full=True`
+recomputes every month (operators' "recompute now").
 """
 
 from __future__ import annotations
 
 import calendar
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -21,12 +25,13 @@ from django.utils import timezone
 from economics import payback
 from economics.fx import Conversion, FxTable
 from economics.models import AssetMonth, AssetPayback
+from economics.selectors.fingerprints import month_fingerprints, stored_fingerprints
 from economics.selectors.gpu_hours import HOUR, HOURS, GpuSeconds, gpu_seconds
 from economics.selectors.revenue import RevenuePiece, next_month, revenue_attribute
+from economics.services.asset_rows import StoredMonth, asset_rows_write, stored_months
 from inventory.models import Node
 
 ZERO = Decimal("0")
-WRITE_BATCH = 2000
 
 
 @dataclass(slots=True)
@@ -67,8 +72,14 @@ def node_months(
     revenue: dict[date, list[RevenuePiece]],
     fx: FxTable,
     computed_at: datetime,
+    *,
+    prior: Sequence[StoredMonth] = (),
+    fingerprints: dict[date, str] | None = None,
 ) -> NodeMonths:
-    """One node's months in its capex currency, its payback, with conversions and warnings."""
+    """One node's months in its capex currency, its payback, with conversions and warnings.
+
+    `buckets` may start after the node's first month: `prior` are the months before, as stored.
+    """
     site = node.site
     asset = payback.Asset(
         capex=node.capex,
@@ -123,12 +134,17 @@ def node_months(
             ],
         }
         details.append((detail, warnings))
-    figures = payback.asset_months(asset, facts)
+    before_facts = [facts for facts, _ in prior]
+    before_figures = [figures for _, figures in prior]
+    figures = payback.asset_months(
+        asset, facts, start=payback.progress_after(before_facts, before_figures)
+    )
+    fingerprints = fingerprints or {}
     months = [
         AssetMonth(
             node_id=node.pk,
             month=month.month,
-            month_of_life=index,
+            month_of_life=len(prior) + index,
             currency=asset.currency,
             capex=asset.capex,
             hours_in_month=fact.hours_in_month,
@@ -146,13 +162,14 @@ def node_months(
             book_value=month.book_value,
             revenue_detail=detail,
             warnings=warnings,
+            inputs_fingerprint=fingerprints.get(month.month, ""),
             computed_at=computed_at,
         )
         for index, (fact, month, (detail, warnings)) in enumerate(
             zip(facts, figures, details, strict=True), 1
         )
     ]
-    summary = payback.payback_summary(asset, facts, figures)
+    summary = payback.payback_summary(asset, [*before_facts, *facts], [*before_figures, *figures])
     return NodeMonths(
         months=months,
         payback=AssetPayback(
@@ -177,49 +194,60 @@ def node_months(
     )
 
 
-MONTH_FIELDS = [
-    f.name for f in AssetMonth._meta.concrete_fields if f.name not in {"id", "node", "month"}
-]
-PAYBACK_FIELDS = [
-    f.name for f in AssetPayback._meta.concrete_fields if f.name not in {"id", "node"}
-]
+@dataclass(slots=True)
+class Plan:
+    """Which nodes a run recomputes, and from which month (None: only the payback)."""
+
+    months: dict[int, list[date]]
+    start: dict[int, date | None]
+    stale: list[tuple[int, date]]
 
 
-def _write(results: Iterable[NodeMonths], node_ids: Sequence[int]) -> int:
-    """Replace the nodes' rows with the new ones: upsert, then drop months no longer computed."""
-    months = [row for result in results for row in result.months]
-    paybacks = [result.payback for result in results]
-    for start in range(0, len(months), WRITE_BATCH):
-        AssetMonth.objects.bulk_create(
-            months[start : start + WRITE_BATCH],
-            update_conflicts=True,
-            unique_fields=["node", "month"],
-            update_fields=MONTH_FIELDS,
-        )
-    AssetPayback.objects.bulk_create(
-        paybacks, update_conflicts=True, unique_fields=["node"], update_fields=PAYBACK_FIELDS
+def _plan(
+    node_ids: Sequence[int], fingerprints: dict[tuple[int, date], str], *, full: bool
+) -> Plan:
+    """Compare the computed fingerprints with the stored ones, node by node."""
+    months: dict[int, list[date]] = defaultdict(list)
+    for node_id, month in sorted(fingerprints):
+        months[node_id].append(month)
+    stored = stored_fingerprints(node_ids=node_ids)
+    with_payback = set(
+        AssetPayback.objects.filter(node_id__in=node_ids).values_list("node_id", flat=True)
     )
-    kept = {(row.node_id, row.month) for row in months}
-    stale = [
-        pk
-        for pk, node_id, month in AssetMonth.objects.filter(node_id__in=node_ids).values_list(
-            "pk", "node_id", "month"
-        )
-        if (node_id, month) not in kept
-    ]
-    AssetMonth.objects.filter(pk__in=stale).delete()
-    AssetPayback.objects.filter(node_id__in=node_ids).exclude(
-        node_id__in=[p.node_id for p in paybacks]
-    ).delete()
-    return len(months)
+    start: dict[int, date | None] = {}
+    stale: list[tuple[int, date]] = []
+    for node_id in node_ids:
+        computed, kept = months.get(node_id, []), stored.get(node_id, {})
+        gone = sorted(set(kept) - set(computed))
+        stale.extend((node_id, month) for month in gone)
+        changed = [m for m in computed if full or kept.get(m) != fingerprints[node_id, m]]
+        if changed or gone or full or node_id not in with_payback:
+            start[node_id] = changed[0] if changed else None
+    return Plan(months=months, start=start, stale=stale)
+
+
+def _buckets(plan: Plan, now: datetime) -> dict[int, dict[date, GpuSeconds]]:
+    """GPU-seconds of the months to recompute: one query per distinct first month."""
+    by_start: dict[date, list[int]] = defaultdict(list)
+    for node_id, first in plan.start.items():
+        if first is not None:
+            by_start[first].append(node_id)
+    by_node: dict[int, dict[date, GpuSeconds]] = defaultdict(dict)
+    for first, ids in sorted(by_start.items()):
+        begin = datetime(first.year, first.month, 1, tzinfo=UTC)
+        seconds = gpu_seconds(node_ids=ids, now=now, step="1 month", start=begin)
+        for (node_id, bucket), value in seconds.items():
+            by_node[node_id][bucket.astimezone(UTC).date()] = value
+    return by_node
 
 
 def asset_economics_refresh(
-    *, now: datetime | None = None, node_ids: Sequence[int] | None = None
+    *, now: datetime | None = None, node_ids: Sequence[int] | None = None, full: bool = False
 ) -> tuple[int, int, list[dict[str, str]]]:
-    """Recompute every month and the payback of the nodes (all by default), in one transaction.
+    """Bring every month and the payback of the nodes (all by default) up to date, in one
+    transaction: recompute what changed (everything with `full`), write what differs.
 
-    Returns (nodes, months, unattributed revenue lines).
+    Returns (nodes, months written, unattributed revenue lines).
     """
     now = now or timezone.now()
     nodes = Node.objects.select_related("site").order_by("pk")
@@ -227,17 +255,11 @@ def asset_economics_refresh(
         nodes = nodes.filter(pk__in=node_ids)
     node_list = list(nodes)
     ids = [node.pk for node in node_list]
-    seconds = gpu_seconds(node_ids=ids, now=now, step="1 month")
-    by_node: dict[int, dict[date, GpuSeconds]] = defaultdict(dict)
-    for (node_id, bucket), value in seconds.items():
-        by_node[node_id][bucket.astimezone(UTC).date()] = value
     attribution = revenue_attribute()
-    revenue: dict[int, dict[date, list[RevenuePiece]]] = defaultdict(dict)
-    for (node_id, month), pieces in attribution.pieces.items():
-        revenue[node_id][month] = pieces
+    fingerprints = month_fingerprints(node_ids=ids, now=now, revenue=attribution.pieces)
     in_run = set(ids)
     for (node_id, month), pieces in attribution.pieces.items():
-        if node_id in in_run and month not in by_node.get(node_id, {}):
+        if node_id in in_run and (node_id, month) not in fingerprints:
             # Revenue in a month the node was not in service (e.g. billed before acquisition
             # was recorded) is not dropped: it is reported with the run.
             attribution.unattributed.extend(
@@ -250,11 +272,31 @@ def asset_economics_refresh(
                 }
                 for piece in pieces
             )
-    fx = FxTable.load()
-    results = [
-        node_months(node, by_node.get(node.pk, {}), revenue.get(node.pk, {}), fx, now)
-        for node in node_list
-    ]
     with transaction.atomic():
-        written = _write(results, ids)
+        plan = _plan(ids, fingerprints, full=full)
+        buckets = _buckets(plan, now)
+        prior = stored_months(before=plan.start)
+        fx = FxTable.load()
+        results = []
+        for node in node_list:
+            if node.pk not in plan.start:
+                continue
+            computed = set(plan.months.get(node.pk, []))
+            kept = [(f, m) for f, m in prior.get(node.pk, []) if f.month in computed]
+            revenue = {
+                month: attribution.pieces[node.pk, month]
+                for month in buckets.get(node.pk, {})
+                if (node.pk, month) in attribution.pieces
+            }
+            own = {m: fingerprints[node.pk, m] for m in computed}
+            results.append(
+                node_months(
+                    node, buckets.get(node.pk, {}), revenue, fx, now, prior=kept, fingerprints=own
+                )
+            )
+        written = asset_rows_write(
+            months=(row for result in results for row in result.months),
+            paybacks=(result.payback for result in results),
+            stale=plan.stale,
+        )
     return len(node_list), written, attribution.unattributed
