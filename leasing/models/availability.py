@@ -22,7 +22,9 @@ class NodeFreeSpan(models.Model):
     which on-demand and reserved requests may cut), the moment its next booking or outage
     starts (infinity: none), sorted ascending; `free_until_strict` counts preemptible bookings
     too (interruptible requests). A window [start, end) starting inside `during` has
-    `count(free_until >= end)` GPUs free. Spans with no free GPU are not stored.
+    `count(free_until >= end)` GPUs free. Spans with no free GPU are not stored. Read it in SQL
+    (as capacity search does): a GPU free for ever is free until 'infinity', which no Python
+    datetime holds.
     """
 
     node = models.ForeignKey(
