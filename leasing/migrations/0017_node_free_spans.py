@@ -82,21 +82,34 @@ BEGIN
     HAVING coalesce(max(b.hi), '-infinity') < 'infinity'
   ),
   bounds AS (
-    SELECT node_id, lo AS at FROM gaps UNION SELECT node_id, hi FROM gaps WHERE hi < 'infinity'
-    UNION SELECT node_id, '-infinity' FROM gpus
+    SELECT node_id, at,
+           row_number() OVER (PARTITION BY node_id ORDER BY at) AS idx,
+           lead(at, 1, 'infinity') OVER (PARTITION BY node_id ORDER BY at) AS next_at,
+           count(*) OVER (PARTITION BY node_id) AS last_idx
+    FROM (
+      SELECT node_id, lo AS at FROM gaps
+      UNION SELECT node_id, hi FROM gaps WHERE hi < 'infinity'
+      UNION SELECT node_id, '-infinity' FROM gpus
+    ) every_bound
   ),
-  spans AS (
-    SELECT node_id, at AS lo, lead(at, 1, 'infinity') OVER (PARTITION BY node_id ORDER BY at) AS hi
-    FROM bounds
+  covered AS (
+    -- Every gap starts and ends on a bound: it covers the spans from its start's to its end's.
+    SELECT g.node_id, g.strict, g.hi,
+           generate_series(lo_bound.idx, coalesce(hi_bound.idx - 1, lo_bound.last_idx)) AS idx
+    FROM gaps g
+    JOIN bounds lo_bound ON lo_bound.node_id = g.node_id AND lo_bound.at = g.lo
+    LEFT JOIN bounds hi_bound ON hi_bound.node_id = g.node_id AND hi_bound.at = g.hi
+  ),
+  per_span AS (
+    SELECT node_id, idx,
+           array_agg(hi ORDER BY hi) FILTER (WHERE NOT strict) AS free_until,
+           coalesce(array_agg(hi ORDER BY hi) FILTER (WHERE strict), '{{}}') AS free_until_strict
+    FROM covered GROUP BY node_id, idx
+    HAVING count(*) FILTER (WHERE NOT strict) > 0
   )
-  SELECT s.node_id,
-         tstzrange(nullif(s.lo, '-infinity'), nullif(s.hi, 'infinity'), '[)'),
-         array_agg(g.hi ORDER BY g.hi) FILTER (WHERE NOT g.strict),
-         coalesce(array_agg(g.hi ORDER BY g.hi) FILTER (WHERE g.strict), '{{}}')
-  FROM spans s
-  JOIN gaps g ON g.node_id = s.node_id AND g.lo <= s.lo AND g.hi >= s.hi
-  GROUP BY s.node_id, s.lo, s.hi
-  HAVING count(*) FILTER (WHERE NOT g.strict) > 0;
+  SELECT b.node_id, tstzrange(nullif(b.at, '-infinity'), nullif(b.next_at, 'infinity'), '[)'),
+         s.free_until, s.free_until_strict
+  FROM per_span s JOIN bounds b ON b.node_id = s.node_id AND b.idx = s.idx;
 END
 $$ LANGUAGE plpgsql;
 """
@@ -228,8 +241,13 @@ class Migration(migrations.Migration):
                 ('node', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='free_spans', to='inventory.node')),
             ],
             options={
-                'indexes': [django.contrib.postgres.indexes.SpGistIndex(fields=['during'], include=('node', 'free_until', 'free_until_strict'), name='node_free_span_during'), django.contrib.postgres.indexes.GistIndex(fields=['node', 'during'], name='node_free_span_node_during')],
+                'indexes': [django.contrib.postgres.indexes.SpGistIndex(fields=['during'], include=('node', 'free_until', 'free_until_strict'), name='node_free_span_during')],
             },
+        ),
+        migrations.RunSQL(
+            sql="CREATE INDEX node_free_span_node_end ON leasing_nodefreespan"
+            " (node_id, coalesce(upper(during), 'infinity'::timestamptz))",
+            reverse_sql="DROP INDEX IF EXISTS node_free_span_node_end",
         ),
         migrations.RunSQL(sql=_REFRESH_SQL + _TRIGGERS_SQL, reverse_sql=_DROP_SQL),
         migrations.RunSQL(sql=_BACKFILL_SQL, reverse_sql=migrations.RunSQL.noop),

@@ -9,7 +9,7 @@ outages or GPUs (docs/architecture.md, "The free-capacity timeline").
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
-from django.contrib.postgres.indexes import GistIndex, SpGistIndex
+from django.contrib.postgres.indexes import SpGistIndex
 from django.db import models
 
 from inventory.models import Node
@@ -42,9 +42,8 @@ class NodeFreeSpan(models.Model):
                 include=["node", "free_until", "free_until_strict"],
                 name="node_free_span_during",
             ),
-            # Narrow searches: one node's span containing a moment.
-            GistIndex(fields=["node", "during"], name="node_free_span_node_during"),
         ]
+        # Narrow searches probe (node, end of the span): an expression index of migration 0017.
 
     def __str__(self) -> str:
         return f"node {self.node_id} {self.during}: {len(self.free_until)} free"

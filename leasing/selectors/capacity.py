@@ -27,6 +27,7 @@ from leasing.selectors.free import (
     FREE_PER_NODE_SQL,
     POOL_SQL,
     SEARCH_FREE_PER_NODE_SQL,
+    SPANS_FREE_CTE_SQL,
     SPANS_FREE_PER_NODE_PROBE_SQL,
     SPANS_FREE_PER_NODE_SQL,
     free_params,
@@ -310,9 +311,14 @@ def capacity_sql(
         blocked = f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else ""
         free_per_node = SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL
     else:
-        blocked = ""
-        spans_sql = SPANS_FREE_PER_NODE_SQL if set_based else SPANS_FREE_PER_NODE_PROBE_SQL
-        free_per_node = spans_sql.format(column=span_column(filters.pricing_mode))
+        column = span_column(filters.pricing_mode)
+        if set_based:
+            spans = SPANS_FREE_CTE_SQL.format(column=column)
+            blocked = f"\nspan_free AS MATERIALIZED ({spans}),"
+            free_per_node = SPANS_FREE_PER_NODE_SQL
+        else:
+            blocked = ""
+            free_per_node = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column)
     sql = _CAPACITY_SQL.format(
         rate=_RATE_SQL,
         offer_filters="".join(f"\n    AND {condition}" for condition in offer_filters),

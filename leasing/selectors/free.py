@@ -80,28 +80,39 @@ WHERE p.node_status = %(active)s
 # begins, sorted, so the GPUs free for the whole window are those free until `end` or later:
 # cardinality minus width_bucket (a binary search: entries <= end - 1 microsecond). `{column}` is
 # free_until or free_until_strict (see span_column). Two plans: set-based reads the span of every
-# node containing `start` from the SP-GiST index; per node probes the (node, during) index.
+# node containing `start` from the SP-GiST index once (MATERIALIZED: the planner, which
+# underestimates the pool, would otherwise probe node by node) and joins it by hash; per node
+# takes each pool node's first span ending after `start` from the (node, end) index and keeps it
+# when it has begun by `start` (no such span: nothing free then).
 SPANS_FREE_PER_NODE_SQL = """
 SELECT p.offer_id, p.node_id, f.free
 FROM pool p
-JOIN (
-  SELECT sp.node_id,
-         cardinality(sp.{column})
-         - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column}) AS free
-  FROM leasing_nodefreespan sp WHERE sp.during @> %(start)s::timestamptz
-) f ON f.node_id = p.node_id + 0
+JOIN span_free f ON f.node_id = p.node_id
 WHERE p.node_status = %(active)s AND f.free > 0"""
 
+SPANS_FREE_CTE_SQL = """
+SELECT sp.node_id,
+       cardinality(sp.{column})
+       - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column}) AS free
+FROM leasing_nodefreespan sp WHERE sp.during @> %(start)s::timestamptz"""
+
 SPANS_FREE_PER_NODE_PROBE_SQL = """
-SELECT p.offer_id, p.node_id, f.free
+SELECT p.offer_id, p.node_id,
+       cardinality(f.{column})
+       - width_bucket(%(end)s::timestamptz - interval '1 microsecond', f.{column}) AS free
 FROM pool p
 CROSS JOIN LATERAL (
-  SELECT cardinality(sp.{column})
-         - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column}) AS free
+  SELECT sp.during, sp.{column}
   FROM leasing_nodefreespan sp
-  WHERE sp.node_id = p.node_id AND sp.during @> %(start)s::timestamptz
+  WHERE sp.node_id = p.node_id
+    AND coalesce(upper(sp.during), 'infinity') > %(start)s::timestamptz
+  ORDER BY coalesce(upper(sp.during), 'infinity')
+  LIMIT 1
 ) f
-WHERE p.node_status = %(active)s AND f.free > 0"""
+WHERE p.node_status = %(active)s
+  AND (lower(f.during) IS NULL OR lower(f.during) <= %(start)s::timestamptz)
+  AND cardinality(f.{column})
+      > width_bucket(%(end)s::timestamptz - interval '1 microsecond', f.{column})"""
 
 # The nodes of each candidate offer: the named ones, or every node of its model at its site.
 POOL_SQL = """
