@@ -6,6 +6,7 @@ from leasing.models.availability import NodeFreeSpan
 from leasing.models.holds_leases import Hold, HoldLimit, Lease
 from leasing.models.offers import Offer
 from leasing.models.quotes import Quote, QuoteShortfall
+from leasing.models.resale import ResaleListing
 from leasing.models.sla import SlaOffering, SlaSubscription
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "PreemptionNotice",
     "Quote",
     "QuoteShortfall",
+    "ResaleListing",
     "SlaOffering",
     "SlaSubscription",
 ]
