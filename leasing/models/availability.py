@@ -2,7 +2,7 @@
 
 Capacity search reads one row per node (the span containing the window's start) instead of every
 allocation that meets the window. Rows are written only by the database: the triggers of leasing
-migration 0017 rebuild a node's spans in the statement that changes one of its allocations,
+migration 0018 rebuild a node's spans in the statement that changes one of its allocations,
 outages or GPUs (docs/architecture.md, "The free-capacity timeline").
 """
 
@@ -43,7 +43,7 @@ class NodeFreeSpan(models.Model):
                 name="node_free_span_during",
             ),
         ]
-        # Narrow searches probe (node, end of the span): an expression index of migration 0017.
+        # Narrow searches probe (node, end of the span): an expression index of migration 0018.
 
     def __str__(self) -> str:
         return f"node {self.node_id} {self.during}: {len(self.free_until)} free"

@@ -64,7 +64,7 @@ operations = st.lists(
         ),
     ),
     min_size=1,
-    max_size=8,
+    max_size=6,
 )
 
 
@@ -123,7 +123,8 @@ def _apply(operation, *, offer, nodes, customer, base) -> None:
         with contextlib.suppress(CapacityGone):  # nothing free: nothing written
             hold_create(customer=customer, request=request, actor="test", now=base)
     elif kind == "release" and holds:
-        hold_release(hold=holds[args[0] % len(holds)], actor="test", now=base)
+        with contextlib.suppress(ApplicationError):  # already released: refused, nothing written
+            hold_release(hold=holds[args[0] % len(holds)], actor="test", now=base)
     elif kind == "cut" and holds:
         hold = holds[args[0] % len(holds)]
         with transaction.atomic():
@@ -150,7 +151,7 @@ def _apply(operation, *, offer, nodes, customer, base) -> None:
 
 
 @settings(
-    max_examples=12,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -170,7 +171,7 @@ def test_the_free_spans_always_equal_the_allocations_they_sum_up(operations):
         for operation in operations:
             _apply(operation, offer=offer, nodes=nodes, customer=customer, base=base)
             assert _spans() == _rebuilt(), operation
-            for start in range(0, HOURS, 3):
+            for start in range(0, HOURS, 4):
                 for end in (start + 1, start + 4, HOURS + 1):
                     window_start = base + timedelta(hours=start)
                     window_end = base + timedelta(hours=end)

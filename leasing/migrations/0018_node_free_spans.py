@@ -13,9 +13,9 @@ allocations, outages and GPUs (the rule of leasing.selectors.free, per GPU and m
 Statement-level triggers on leasing_allocation, inventory_outage and inventory_gpu call it for
 the nodes a statement touched, after taking a transaction-level advisory lock per node (pk
 order), so that two transactions writing the same node rebuild it one after the other, the
-second seeing the first's rows. Nested allocations (a resale sublease's rows inside a parent
-allocation) do not exist yet; when `Allocation.parent` arrives, rows with a parent must be left
-out of the blocks (see docs/architecture.md).
+second seeing the first's rows. Nested allocations (`parent_id` set: resold GPU-time inside its
+parent allocation) are left out: the parent already blocks that time, and a sublease must not
+count as extra occupancy.
 """
 
 import django.contrib.postgres.fields
@@ -50,7 +50,7 @@ BEGIN
     SELECT a.gpu_id, coalesce(lower(a.period), '-infinity') AS lo,
            coalesce(upper(a.period), 'infinity') AS hi, a.preemptible
     FROM leasing_allocation a
-    WHERE a.node_id = ANY(node_ids) AND a.released_at IS NULL
+    WHERE a.node_id = ANY(node_ids) AND a.released_at IS NULL AND a.parent_id IS NULL
     UNION ALL
     SELECT g.gpu_id, ou.start, coalesce(ou."end", 'infinity'), false
     FROM inventory_outage ou
@@ -125,12 +125,12 @@ BEGIN
   ELSE
     PERFORM leasing_node_free_spans_refresh(ARRAY(
       SELECT o.node_id FROM old_rows o JOIN new_rows n ON n.id = o.id
-      WHERE (o.gpu_id, o.node_id, o.period, o.preemptible, o.released_at)
-            IS DISTINCT FROM (n.gpu_id, n.node_id, n.period, n.preemptible, n.released_at)
+      WHERE (o.gpu_id, o.node_id, o.period, o.preemptible, o.released_at, o.parent_id)
+            IS DISTINCT FROM (n.gpu_id, n.node_id, n.period, n.preemptible, n.released_at, n.parent_id)
       UNION
       SELECT n.node_id FROM old_rows o JOIN new_rows n ON n.id = o.id
-      WHERE (o.gpu_id, o.node_id, o.period, o.preemptible, o.released_at)
-            IS DISTINCT FROM (n.gpu_id, n.node_id, n.period, n.preemptible, n.released_at)));
+      WHERE (o.gpu_id, o.node_id, o.period, o.preemptible, o.released_at, o.parent_id)
+            IS DISTINCT FROM (n.gpu_id, n.node_id, n.period, n.preemptible, n.released_at, n.parent_id)));
   END IF;
   RETURN NULL;
 END
@@ -227,7 +227,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('inventory', '0007_marketplace_index'),
-        ('leasing', '0016_node_month'),
+        ('leasing', '0017_resale'),
     ]
 
     operations = [
