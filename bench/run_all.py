@@ -248,6 +248,8 @@ def _capacity_search(figures: dict[str, Any]) -> tuple[list[str], str]:
             mix["bare_sql_p50_ms"],
             mix["bare_sql_p95_ms"],
             mix["ratio_p50"],
+            mix.get("from_allocations_sql_p95_ms"),
+            mix.get("speedup_p95"),
             mix["meets_target"],
         ]
         for name, mix in figures["mixes"].items()
@@ -261,6 +263,8 @@ def _capacity_search(figures: dict[str, Any]) -> tuple[list[str], str]:
             "bare SQL p50",
             "bare SQL p95",
             "ratio p50",
+            "SQL p95 from allocations",
+            "speedup p95",
             "goal met",
         ],
         rows,
