@@ -2,6 +2,7 @@
 that found no capacity, holds, leases, the GPU allocations behind them and their history."""
 
 from leasing.models.allocations import Allocation, LeaseEvent, PreemptionNotice
+from leasing.models.availability import NodeFreeSpan
 from leasing.models.holds_leases import Hold, HoldLimit, Lease
 from leasing.models.offers import Offer
 from leasing.models.quotes import Quote, QuoteShortfall
@@ -14,6 +15,7 @@ __all__ = [
     "HoldLimit",
     "Lease",
     "LeaseEvent",
+    "NodeFreeSpan",
     "Offer",
     "PreemptionNotice",
     "Quote",

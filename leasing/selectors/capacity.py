@@ -27,8 +27,12 @@ from leasing.selectors.free import (
     FREE_PER_NODE_SQL,
     POOL_SQL,
     SEARCH_FREE_PER_NODE_SQL,
+    SPANS_FREE_CTE_SQL,
+    SPANS_FREE_PER_NODE_PROBE_SQL,
+    SPANS_FREE_PER_NODE_SQL,
     free_params,
     may_preempt_for,
+    span_column,
 )
 from leasing.selectors.index_linked import index_options
 from leasing.selectors.windows import Window
@@ -217,8 +221,15 @@ LIMIT %(limit)s OFFSET %(offset)s
 """
 
 
-def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
-    """The SQL text and parameters of a capacity search (the benchmark times it bare)."""
+def capacity_sql(
+    filters: CapacityFilters, *, from_allocations: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """The SQL text and parameters of a capacity search (the benchmark times it bare).
+
+    Free GPUs come from the free-capacity timeline (leasing.NodeFreeSpan). `from_allocations`
+    counts them from the allocations and outages themselves, GPU by GPU (the rule of
+    leasing.selectors.free): the reference the timeline's property test compares against.
+    """
     now = filters.now or timezone.now()
     params = free_params(
         start=filters.window.start,
@@ -284,10 +295,10 @@ def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
     }[filters.interconnect]
     ordering = filters.ordering
     descending = ordering.startswith("-")
-    # Two plans for one rule. A search narrowed to a few pools probes the allocation index once
-    # per GPU of those pools; a broad one counts the blocked GPUs of every node once, from the
-    # covering index over live periods, and subtracts them from the node's GPUs. PostgreSQL
-    # cannot pick between them itself: it underestimates the pool CTE by orders of magnitude.
+    # Two plans for one rule. A search narrowed to a few pools probes an index once per node (or
+    # GPU) of those pools; a broad one reads every node's span containing the start (or counts
+    # the blocked GPUs of every node) in one index scan. PostgreSQL cannot pick between them
+    # itself: it underestimates the pool CTE by orders of magnitude.
     set_based = not (
         filters.offer_ids
         or len(filters.gpu_models) == 1
@@ -296,13 +307,25 @@ def capacity_sql(filters: CapacityFilters) -> tuple[str, dict[str, Any]]:
         or filters.city
         or filters.region
     )
+    if from_allocations:
+        blocked = f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else ""
+        free_per_node = SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL
+    else:
+        column = span_column(filters.pricing_mode)
+        if set_based:
+            spans = SPANS_FREE_CTE_SQL.format(column=column)
+            blocked = f"\nspan_free AS MATERIALIZED ({spans}),"
+            free_per_node = SPANS_FREE_PER_NODE_SQL
+        else:
+            blocked = ""
+            free_per_node = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column)
     sql = _CAPACITY_SQL.format(
         rate=_RATE_SQL,
         offer_filters="".join(f"\n    AND {condition}" for condition in offer_filters),
         price_filters="".join(f" AND {condition}" for condition in price_filters),
         pool=POOL_SQL.format(node_filters=node_filters),
-        blocked=f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else "",
-        free_per_node=SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL,
+        blocked=blocked,
+        free_per_node=free_per_node,
         downtime=_DOWNTIME_SQL,
         reliability=_RELIABILITY_SQL,
         order=_ORDER_SQL[ordering.lstrip("-")],

@@ -75,6 +75,45 @@ WHERE p.node_status = %(active)s
     WHERE ou.gpu_id IS NULL
       AND ou.start < %(end)s AND (ou."end" IS NULL OR ou."end" > %(start)s))"""
 
+# Free GPUs per node of the pool from the free-capacity timeline (leasing.NodeFreeSpan): the
+# node's span containing the window's start lists when each free GPU's next booking or outage
+# begins, sorted, so the GPUs free for the whole window are those free until `end` or later:
+# cardinality minus width_bucket (a binary search: entries <= end - 1 microsecond). `{column}` is
+# free_until or free_until_strict (see span_column). Two plans: set-based reads the span of every
+# node containing `start` from the SP-GiST index once (MATERIALIZED: the planner, which
+# underestimates the pool, would otherwise probe node by node) and joins it by hash; per node
+# takes each pool node's first span ending after `start` from the (node, end) index and keeps it
+# when it has begun by `start` (no such span: nothing free then).
+SPANS_FREE_PER_NODE_SQL = """
+SELECT p.offer_id, p.node_id, f.free
+FROM pool p
+JOIN span_free f ON f.node_id = p.node_id
+WHERE p.node_status = %(active)s AND f.free > 0"""
+
+SPANS_FREE_CTE_SQL = """
+SELECT sp.node_id,
+       cardinality(sp.{column})
+       - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column}) AS free
+FROM leasing_nodefreespan sp WHERE sp.during @> %(start)s::timestamptz"""
+
+SPANS_FREE_PER_NODE_PROBE_SQL = """
+SELECT p.offer_id, p.node_id,
+       cardinality(f.{column})
+       - width_bucket(%(end)s::timestamptz - interval '1 microsecond', f.{column}) AS free
+FROM pool p
+CROSS JOIN LATERAL (
+  SELECT sp.during, sp.{column}
+  FROM leasing_nodefreespan sp
+  WHERE sp.node_id = p.node_id
+    AND coalesce(upper(sp.during), 'infinity') > %(start)s::timestamptz
+  ORDER BY coalesce(upper(sp.during), 'infinity')
+  LIMIT 1
+) f
+WHERE p.node_status = %(active)s
+  AND (lower(f.during) IS NULL OR lower(f.during) <= %(start)s::timestamptz)
+  AND cardinality(f.{column})
+      > width_bucket(%(end)s::timestamptz - interval '1 microsecond', f.{column})"""
+
 # The nodes of each candidate offer: the named ones, or every node of its model at its site.
 POOL_SQL = """
 SELECT co.id AS offer_id, n.id AS node_id, n.gpu_count, n.status AS node_status
@@ -104,6 +143,11 @@ def free_params(*, start: datetime, end: datetime, may_preempt: bool) -> dict[st
         "retired": NodeStatus.RETIRED,
         "may_preempt": may_preempt,
     }
+
+
+def span_column(pricing_mode: str) -> str:
+    """The NodeFreeSpan column of a request: interruptible ones count preemptible bookings."""
+    return "free_until" if may_preempt_for(pricing_mode) else "free_until_strict"
 
 
 def may_preempt_for(pricing_mode: str) -> bool:

@@ -1,0 +1,49 @@
+"""The free-capacity timeline: per node, which GPUs are free from each moment and until when.
+
+Capacity search reads one row per node (the span containing the window's start) instead of every
+allocation that meets the window. Rows are written only by the database: the triggers of leasing
+migration 0018 rebuild a node's spans in the statement that changes one of its allocations,
+outages or GPUs (docs/architecture.md, "The free-capacity timeline").
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
+from django.contrib.postgres.indexes import SpGistIndex
+from django.db import models
+
+from inventory.models import Node
+
+
+class NodeFreeSpan(models.Model):
+    """A stretch of one node's time during which the same GPUs are free, each until a known time.
+
+    `free_until` holds, for every GPU free throughout `during` (ignoring preemptible bookings,
+    which on-demand and reserved requests may cut), the moment its next booking or outage
+    starts (infinity: none), sorted ascending; `free_until_strict` counts preemptible bookings
+    too (interruptible requests). A window [start, end) starting inside `during` has
+    `count(free_until >= end)` GPUs free. Spans with no free GPU are not stored. Read it in SQL
+    (as capacity search does): a GPU free for ever is free until 'infinity', which no Python
+    datetime holds.
+    """
+
+    node = models.ForeignKey(
+        Node, on_delete=models.DO_NOTHING, db_constraint=False, related_name="free_spans"
+    )
+    during = DateTimeRangeField()
+    free_until = ArrayField(models.DateTimeField())
+    free_until_strict = ArrayField(models.DateTimeField())
+
+    class Meta:
+        indexes = [
+            # Broad searches: the span of every node containing one moment, without heap visits.
+            SpGistIndex(
+                fields=["during"],
+                include=["node", "free_until", "free_until_strict"],
+                name="node_free_span_during",
+            ),
+        ]
+        # Narrow searches probe (node, end of the span): an expression index of migration 0018.
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} {self.during}: {len(self.free_until)} free"
