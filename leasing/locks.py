@@ -76,6 +76,11 @@ def resale_listing_lock(listing: ResaleListing | int) -> ResaleListing:
     return ResaleListing.objects.select_for_update(no_key=True, of=("self",)).get(pk=pk)
 
 
+def parent_listings_lock(listings: QuerySet[ResaleListing]) -> list[ResaleListing]:
+    """Lock a parent lease's listings in pk order; taken after the parent lease's lock."""
+    return list(listings.select_for_update(no_key=True, of=("self",)).order_by("pk"))
+
+
 def gpus_lock(gpu_ids: Iterable[int]) -> list[int]:
     """Lock GPU rows in pk order, waiting for them; returns the ids locked."""
     return list(

@@ -28,7 +28,7 @@ from leasing.choices import (
     ResaleStatus,
 )
 from leasing.hooks import sublease_hooks_run
-from leasing.locks import allocations_lock, lease_lock
+from leasing.locks import allocations_lock, lease_lock, parent_listings_lock
 from leasing.models import Allocation, Lease, ResaleListing
 from leasing.services.history import lease_event_record
 
@@ -95,11 +95,10 @@ def resale_follow_parent_end(
     contract ended (the caller moves their status: lease_sync_status)."""
     detached: list[Allocation] = []
     ended: list[Lease] = []
-    listings = (
-        ResaleListing.objects.select_for_update(no_key=True, of=("self",))
-        .filter(parent_lease=lease, end__gt=at)
-        .exclude(status__in=[ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED])
-        .order_by("pk")
+    listings = parent_listings_lock(
+        ResaleListing.objects.filter(parent_lease=lease, end__gt=at).exclude(
+            status__in=[ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED]
+        )
     )
     for listing in listings:
         if listing.status in UNSOLD_RESALE_STATUSES:
