@@ -20,34 +20,28 @@ from decimal import Decimal
 from django.db import connection
 
 from economics.fx import FxTable
+from economics.selectors.gpu_hours import NODE_RETIREMENT_JOIN_SQL, NODE_SERVICE_SQL
 from economics.selectors.revenue import RevenuePiece, next_month
 
 # Bump when the computation of a month changes, so that every stored month is recomputed once.
 FORMULA_VERSION = "1"
 
 # One row per node-month; each part digested separately so a reader can see what counts.
-INPUT_FINGERPRINT_SQL = """
+INPUT_FINGERPRINT_SQL = (
+    """
 WITH node AS (
     SELECT n.id, n.capex_currency, s.power_currency, s.opex_currency,
            concat_ws('|', n.capex, n.capex_currency, n.salvage_value, n.service_life_months,
                      n.power_idle_kw, n.power_full_kw, n.gpu_count, n.acquired_on,
                      s.pue, s.power_price_per_kwh, s.power_currency,
                      s.opex_per_node_month, s.opex_currency) AS costs,
-           tstzrange(
-               (n.acquired_on::timestamp AT TIME ZONE 'UTC'),
-               GREATEST(
-                   (n.acquired_on::timestamp AT TIME ZONE 'UTC'),
-                   LEAST(COALESCE(r.retired_at, 'infinity'::timestamptz), %(now)s)
-               ),
-               '[)'
-           ) AS service
-    FROM inventory_node n
+"""
+    + NODE_SERVICE_SQL
+    + """    FROM inventory_node n
     JOIN inventory_site s ON s.id = n.site_id
-    LEFT JOIN (
-        SELECT id, min(history_date) AS retired_at
-        FROM inventory_historicalnode WHERE status = 'retired' GROUP BY id
-    ) r ON r.id = n.id
-    WHERE n.id = ANY(%(node_ids)s)
+"""
+    + NODE_RETIREMENT_JOIN_SQL
+    + """    WHERE n.id = ANY(%(node_ids)s)
 ),
 node_month AS (
     SELECT node.id AS node_id, node.capex_currency, node.power_currency, node.opex_currency,
@@ -85,6 +79,7 @@ FROM node_month nm
 LEFT JOIN allocations al USING (node_id, month_start)
 LEFT JOIN outages ou USING (node_id, month_start)
 """
+)
 
 
 class _Rates:

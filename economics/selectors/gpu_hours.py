@@ -10,14 +10,9 @@ from typing import Any
 
 from django.db import connection
 
-# GPU-seconds per node and bucket (a month, a week, an hour): available = GPU count x the
-# seconds the node was in service minus the GPU-seconds under outage; allocated = lease
-# allocations net of the outages of their GPU. `multirange_seconds` is created by migration
-# billing 0006. Buckets are clipped to the node's service: from acquisition to retirement
-# (the first history row with status retired) or `now`.
-GPU_SECONDS_SQL = """
-WITH node AS (
-    SELECT n.id, n.gpu_count, n.site_id, n.gpu_model_id,
+# A node's service as a range (from acquisition to its retirement or `now`; the node `n` and
+# its retirement `r`), and the join that finds the retirement: shared with the fingerprints.
+NODE_SERVICE_SQL = """\
            tstzrange(
                (n.acquired_on::timestamp AT TIME ZONE 'UTC'),
                GREATEST(
@@ -26,12 +21,29 @@ WITH node AS (
                ),
                '[)'
            ) AS service
-    FROM inventory_node n
+"""
+NODE_RETIREMENT_JOIN_SQL = """\
     LEFT JOIN (
         SELECT id, min(history_date) AS retired_at
         FROM inventory_historicalnode WHERE status = 'retired' GROUP BY id
     ) r ON r.id = n.id
-    WHERE n.id = ANY(%(node_ids)s)
+"""
+
+# GPU-seconds per node and bucket (a month, a week, an hour): available = GPU count x the
+# seconds the node was in service minus the GPU-seconds under outage; allocated = lease
+# allocations net of the outages of their GPU. `multirange_seconds` is created by migration
+# billing 0006. Buckets are clipped to the node's service: from acquisition to retirement
+# (the first history row with status retired) or `now`.
+GPU_SECONDS_SQL = (
+    """
+WITH node AS (
+    SELECT n.id, n.gpu_count, n.site_id, n.gpu_model_id,
+"""
+    + NODE_SERVICE_SQL
+    + """    FROM inventory_node n
+"""
+    + NODE_RETIREMENT_JOIN_SQL
+    + """    WHERE n.id = ANY(%(node_ids)s)
 ),
 bucket AS (
     SELECT node.id AS node_id, node.gpu_count, b AS bucket_start,
@@ -118,6 +130,7 @@ LEFT JOIN gpu_down gd ON gd.node_id = b.node_id AND gd.bucket_start = b.bucket_s
 WHERE %(keep_empty)s OR NOT isempty(b.span)
 ORDER BY b.node_id, b.bucket_start
 """
+)
 
 HOUR = Decimal("3600")
 HOURS = Decimal("0.0001")
