@@ -5,8 +5,10 @@ fixed number of queries (billing.selectors.batch_facts), then bills each due per
 period whose grace is already over is drafted, rated and finalized in one go (one rating, its
 decisions recorded, one number); one still in its grace is drafted (decisions wait for its
 finalization); a draft left by an earlier run whose grace is now over is re-rated once (usage
-may have come in since) and finalized. Each invoice has a savepoint: a domain error on one is
-recorded as the run's failure and the others go on. The batch's counts and invoice ids are
+may have come in since) and finalized. A domain error on one period is recorded as the run's
+failure and the batch is billed again without it. Lookups every issue repeats (ledger accounts,
+commission rates, the issuer's locked number sequence) are memoized for the batch
+(core.memo). The batch's counts and invoice ids are
 added to the run's row in the batch's transaction, so the row says exactly what committed.
 
 Invoice numbers: a batch holds whole issuers (billing/services/cycle.py plans the batches), so
@@ -24,6 +26,7 @@ from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
+from accounts.models import Organization
 from billing import rating
 from billing.locks import invoice_lock
 from billing.models import INVOICE_LIFECYCLE, Invoice, InvoiceStatus
@@ -38,6 +41,7 @@ from contracts.models import Contract
 from contracts.schemas import GenerationalPriceStep, IndexLinked
 from contracts.services import contract_index_resets_apply, contract_price_steps_apply
 from core.errors import ApplicationError, Conflict
+from core.memo import batch_memo, memoized
 
 logger = logging.getLogger(__name__)
 
@@ -187,42 +191,58 @@ def _finalize_draft(facts: BatchFacts, work: _Work, *, now: datetime) -> Invoice
 
 def _issue(invoice: Invoice, *, now: datetime, deliver: bool) -> Invoice:
     INVOICE_LIFECYCLE.guard(invoice.status, InvoiceStatus.FINALIZED, label=str(invoice))
+    # The number names its issuer: read once per batch.
+    invoice.issuer = memoized(
+        ("organization", invoice.issuer_id),
+        lambda: Organization.objects.get(pk=invoice.issuer_id),
+    )
     issued = invoice_finalize_rated(invoice=invoice, actor=ACTOR, now=now)
     if deliver:
         enqueue_delivery(issued.pk)
     return issued
 
 
+class _Failed(Exception):
+    """A period failed with a domain error: the batch rolls back and runs again without it."""
+
+    def __init__(self, work: _Work, failure: dict[str, str]) -> None:
+        super().__init__(failure["message"])
+        self.work = work
+        self.failure = failure
+
+
 def _bill(
     facts: BatchFacts, work: _Work, outcome: BatchOutcome, *, now: datetime, deliver: bool
 ) -> None:
-    """Bill one period in its own savepoint; a domain error becomes the run's failure."""
+    """Bill one period; a domain error becomes _Failed (the caller starts the batch again)."""
     ready = now >= work.period.end + finalize_grace()
     stage = "draft" if work.invoice is None else "finalize"
     try:
-        with transaction.atomic():
-            if work.invoice is None:
-                invoice: Invoice | None = _draft(facts, work, now=now, finalize=ready)
-                drafted = True
-            else:
-                invoice, drafted = _finalize_draft(facts, work, now=now), False
-            if invoice is None:
-                return
-            if ready:
-                stage = "finalize"
-                _issue(invoice, now=now, deliver=deliver)
+        if work.invoice is None:
+            invoice: Invoice | None = _draft(facts, work, now=now, finalize=ready)
+            drafted = True
+        else:
+            invoice, drafted = _finalize_draft(facts, work, now=now), False
+        if invoice is None:
+            return
+        if ready:
+            stage = "finalize"
+            _issue(invoice, now=now, deliver=deliver)
     except ApplicationError as exc:
         subject = (
             f"{work.contract.number} {work.period.start:%Y-%m-%d}"
             if work.invoice is None
             else f"invoice {work.invoice.pk}"
         )
-        outcome.failures.append(failure(stage, subject, exc))
-        return
+        raise _Failed(work, failure(stage, subject, exc)) from exc
     if drafted:
         outcome.drafted.append(invoice.pk)
     if ready:
         outcome.finalized.append(invoice.pk)
+
+
+def _identity(work: _Work) -> tuple[int, datetime, int | None]:
+    return (work.contract.pk, work.period.start, work.invoice.pk if work.invoice else None)
 
 
 def billing_batch_run(
@@ -230,18 +250,29 @@ def billing_batch_run(
 ) -> BatchOutcome:
     """Bill every due period of these contracts, in one transaction; add it to the run's row.
 
-    A rerun (a retried or redelivered task) finds its invoices made and adds nothing twice.
+    No savepoint per invoice: a period that fails with a domain error rolls the batch back, and
+    the batch runs again without it (its failure recorded), so the others are billed as if it
+    had never been tried. A rerun (a retried or redelivered task) finds its invoices made and
+    adds nothing twice.
     """
-    outcome = BatchOutcome()
-    with transaction.atomic():
-        facts = batch_facts_lock(contract_ids)
-        for work in _work_of(facts, now=now):
-            _bill(facts, work, outcome, now=now, deliver=deliver)
-        billing_run_add(
-            run_id=run_id,
-            batch=batch,
-            drafted=outcome.drafted,
-            finalized=outcome.finalized,
-            failures=outcome.failures,
-        )
-    return outcome
+    failures: list[dict[str, str]] = []
+    skipped: set[tuple[int, datetime, int | None]] = set()
+    while True:
+        outcome = BatchOutcome(failures=list(failures))
+        try:
+            with transaction.atomic(), batch_memo():
+                facts = batch_facts_lock(contract_ids)
+                for work in _work_of(facts, now=now):
+                    if _identity(work) not in skipped:
+                        _bill(facts, work, outcome, now=now, deliver=deliver)
+                billing_run_add(
+                    run_id=run_id,
+                    batch=batch,
+                    drafted=outcome.drafted,
+                    finalized=outcome.finalized,
+                    failures=outcome.failures,
+                )
+            return outcome
+        except _Failed as failed:
+            skipped.add(_identity(failed.work))
+            failures.append(failed.failure)

@@ -36,6 +36,7 @@ from billing.models import (
 )
 from contracts.services import json_value
 from core.errors import SemanticError
+from core.memo import memoized
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +64,19 @@ def ledger_account(
         )
     # None (the marketplace) is a value of the lookup, not "any".
     owner: dict[str, Any] = {"organization_id": organization_id}
-    account, _ = LedgerAccount.objects.get_or_create(
-        **owner,
-        currency=currency,
-        kind=kind,
-        subledger=subledger,
-        defaults={"may_go_negative": kind not in NON_NEGATIVE_KINDS},
-    )
-    return account
+
+    def opened() -> LedgerAccount:
+        account, _ = LedgerAccount.objects.get_or_create(
+            **owner,
+            currency=currency,
+            kind=kind,
+            subledger=subledger,
+            defaults={"may_go_negative": kind not in NON_NEGATIVE_KINDS},
+        )
+        return account
+
+    # An account, once open, stays: a batch of the billing cycle looks each one up once.
+    return memoized(("ledger_account", organization_id, currency, kind, subledger), opened)
 
 
 def _unbalanced(legs: Iterable[Leg]) -> dict[str, Decimal]:

@@ -81,7 +81,8 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
         organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_PENDING
     )
     legs = [Leg(receivable, invoice.total, f"amount due on {invoice.number}")]
-    for line in _lines(invoice):
+    lines = _lines(invoice)
+    for line in lines:
         if line.kind == LineKind.BALANCE_DRAW:
             grant = ledger_account(
                 organization=invoice.customer_id,
@@ -104,7 +105,11 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
             organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_TAX
         )
         legs.append(Leg(tax, -invoice.tax, f"tax on {invoice.number}"))
-    charge = commission_charge_for_invoice(invoice=invoice, base=provider_share(invoice))
+    # provider_share(invoice), from the lines in hand.
+    share = sum(
+        (line.amount for line in lines if line.kind not in SETTLEMENT_LINE_KINDS), Decimal(0)
+    )
+    charge = commission_charge_for_invoice(invoice=invoice, base=share)
     legs += commission_legs(
         provider=invoice.issuer_id,
         share_kind=AccountKind.PROVIDER_PENDING,
