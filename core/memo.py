@@ -37,4 +37,11 @@ def memoized(key: Hashable, compute: Callable[[], T]) -> T:
         return compute()
     if key not in memo:
         memo[key] = compute()
-    return memo[key]  # type: ignore[no-any-return]
+    return memo[key]
+
+
+def remember(key: Hashable, value: Any) -> None:
+    """Give a batch's memo an answer read in bulk beforehand (no-op outside a batch)."""
+    memo = _memo.get()
+    if memo is not None:
+        memo.setdefault(key, value)

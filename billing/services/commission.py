@@ -84,11 +84,15 @@ def commission_rate_for(invoice: Invoice) -> Rate:
     return Rate(percent=found.percent, minimum=minimum, source=source)
 
 
-def commission_charge_for_invoice(*, invoice: Invoice, base: Decimal) -> CommissionCharge:
-    """The invoice's commission charge, made once at its issue (in the issue's transaction)."""
-    known = CommissionCharge.objects.filter(invoice=invoice, credit_note__isnull=True).first()
-    if known is not None:
-        return known
+def commission_charge_for_invoice(
+    *, invoice: Invoice, base: Decimal, new: bool = False
+) -> CommissionCharge:
+    """The invoice's commission charge, made once at its issue (in the issue's transaction);
+    `new`: the issue is happening now, no charge can exist yet."""
+    if not new:
+        known = CommissionCharge.objects.filter(invoice=invoice, credit_note__isnull=True).first()
+        if known is not None:
+            return known
     rate = commission_rate_for(invoice)
     amount = commission_amount(base=base, rate=rate, currency=invoice.currency)
     minimum = f", at least {rate.minimum} {invoice.currency}" if rate.minimum else ""

@@ -256,9 +256,15 @@ def billing_cycle_finish(*, run_id: int, deliver: bool = True) -> BillingRun | N
     if handed_over_again:
         summary["handed_over_again"] = handed_over_again
     taken = list(BillingRun.objects.filter(picked_up_by=run).order_by("pk"))
-    drafted = list(Invoice.objects.filter(pk__in=summary.get("drafts", [])))
-    finalized = list(Invoice.objects.filter(pk__in=finalized_ids))
-    picked_up = _picked_up(taken=taken, drafted=drafted, finalized=finalized)
+    picked_up = (
+        _picked_up(
+            taken=taken,
+            drafted=list(Invoice.objects.filter(pk__in=summary.get("drafts", []))),
+            finalized=list(Invoice.objects.filter(pk__in=finalized_ids)),
+        )
+        if taken
+        else []
+    )
     run.picked_up = len(picked_up)
     if taken:
         summary["picked_up"] = picked_up

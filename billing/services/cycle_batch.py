@@ -34,6 +34,7 @@ from billing.selectors import BILLABLE_STATUSES, billable_periods
 from billing.selectors.batch_facts import BatchFacts, batch_facts_lock, batch_rating_input
 from billing.services.documents import finalize_grace, invoice_finalize_rated
 from billing.services.invoices import ACTOR, _issuer_of, _store_lines, invoice_rated_store
+from billing.services.ledger import ledger_accounts_remember
 from billing.services.runs import billing_run_add
 from contracts import engine
 from contracts.choices import LIVE_STATUSES, PricingBasis
@@ -262,6 +263,13 @@ def billing_batch_run(
         try:
             with transaction.atomic(), batch_memo():
                 facts = batch_facts_lock(contract_ids)
+                ledger_accounts_remember(
+                    organization_ids=[
+                        party
+                        for contract in facts.contracts.values()
+                        for party in (contract.lessor_id, contract.lessee_id)
+                    ]
+                )
                 for work in _work_of(facts, now=now):
                     if _identity(work) not in skipped:
                         _bill(facts, work, outcome, now=now, deliver=deliver)

@@ -215,7 +215,8 @@ def invoice_finalize_rated(*, invoice: Invoice, actor: str, now: datetime) -> In
             "drawn_from_balance": drawn,
         },
     )
-    invoice_issued_post(invoice=invoice, actor=actor)
+    # The invoice was a draft until now: nothing of its issue can be posted yet.
+    invoice_issued_post(invoice=invoice, actor=actor, first_issue=True)
     if drawn and invoice.total == 0:
         # Settled in full from the prepaid balance: there is nothing left to collect.
         invoice_transition(

@@ -145,6 +145,8 @@ def invoice_balance_draw(*, invoice: Invoice, now: datetime) -> Decimal:
                 "subledger": grant_subledger(grant.pk),
             },
         )
+        # Lines stored with the rating are no longer all of them.
+        getattr(invoice, "_prefetched_objects_cache", {}).pop("lines", None)
         position += 1
         drawn += take
         left -= take

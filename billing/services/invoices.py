@@ -91,6 +91,8 @@ def _store_lines(
         ]
     if links:
         InvoiceLine.events.through.objects.bulk_create(links)
+    # The lines in hand, as `invoice.lines.all()` answers them: the issue posting reads them.
+    invoice._prefetched_objects_cache = {"lines": lines}  # type: ignore[attr-defined]
 
 
 def invoice_rated_store(

@@ -62,17 +62,26 @@ def credit_note_key(note: CreditNote | int) -> str:
 
 
 def _lines(invoice: Invoice) -> list[InvoiceLine]:
-    return list(InvoiceLine.objects.filter(invoice=invoice).order_by("position"))
+    """The invoice's lines by position (those just stored, if the caller has them in hand)."""
+    return sorted(invoice.lines.all(), key=lambda line: line.position)
 
 
-def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
+def invoice_issued_post(
+    *, invoice: Invoice, actor: str, first_issue: bool = False
+) -> LedgerTransaction:
     """Dr the customer's receivable (and its outside prepayment for draws); Cr the provider's
-    pending share line by line and its tax."""
+    pending share line by line and its tax.
+
+    `first_issue`: the caller moved the invoice from draft to finalized in this transaction, so
+    nothing of its issue is posted or charged yet (the unique dedupe key stays the last word);
+    the lookups for an earlier posting and commission charge are skipped.
+    """
     if invoice.issued_at is None:
         raise Conflict(f"Invoice {invoice} is not issued.", code="invoice_not_issued")
-    known = LedgerTransaction.objects.filter(dedupe_key=issued_key(invoice)).first()
-    if known is not None:  # posted: its commission was charged then (or before commission)
-        return known
+    if not first_issue:
+        known = LedgerTransaction.objects.filter(dedupe_key=issued_key(invoice)).first()
+        if known is not None:  # posted: its commission was charged then (or before commission)
+            return known
     currency = invoice.currency
     receivable = ledger_account(
         organization=invoice.customer_id, currency=currency, kind=AccountKind.CUSTOMER_RECEIVABLE
@@ -109,7 +118,7 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
     share = sum(
         (line.amount for line in lines if line.kind not in SETTLEMENT_LINE_KINDS), Decimal(0)
     )
-    charge = commission_charge_for_invoice(invoice=invoice, base=share)
+    charge = commission_charge_for_invoice(invoice=invoice, base=share, new=first_issue)
     legs += commission_legs(
         provider=invoice.issuer_id,
         share_kind=AccountKind.PROVIDER_PENDING,
@@ -135,6 +144,7 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
             "commission_rule": charge.explanation,
         },
         invoice=invoice,
+        new=first_issue,
     )
     return posted
 
