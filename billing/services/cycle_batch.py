@@ -24,7 +24,7 @@ from datetime import datetime
 
 from celery import current_app
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from accounts.models import Organization
 from billing import rating
@@ -246,6 +246,17 @@ def _identity(work: _Work) -> tuple[int, datetime, int | None]:
     return (work.contract.pk, work.period.start, work.invoice.pk if work.invoice else None)
 
 
+# PostgreSQL's deadlock_detected: two batches running at once met on the balance rows of
+# ledger accounts they share (a customer billed by two issuers' batches, the marketplace's
+# commission account), each holding one the other wants until its commit.
+DEADLOCK = "40P01"
+DEADLOCK_RETRIES = 5
+
+
+def _deadlocked(exc: OperationalError) -> bool:
+    return getattr(exc.__cause__, "sqlstate", None) == DEADLOCK
+
+
 def billing_batch_run(
     *, run_id: int, batch: int, contract_ids: list[int], now: datetime, deliver: bool = True
 ) -> BatchOutcome:
@@ -258,6 +269,7 @@ def billing_batch_run(
     """
     failures: list[dict[str, str]] = []
     skipped: set[tuple[int, datetime, int | None]] = set()
+    deadlocks = 0
     while True:
         outcome = BatchOutcome(failures=list(failures))
         try:
@@ -284,3 +296,10 @@ def billing_batch_run(
         except _Failed as failed:
             skipped.add(_identity(failed.work))
             failures.append(failed.failure)
+        except OperationalError as exc:
+            # The database rolled the batch back; once the other batch commits this one goes
+            # through. Anything else (or deadlocks past the retries) fails the task.
+            deadlocks += 1
+            if not _deadlocked(exc) or deadlocks > DEADLOCK_RETRIES:
+                raise
+            logger.warning("billing batch %s of run %s deadlocked; billing it again", batch, run_id)
