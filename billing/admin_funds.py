@@ -27,10 +27,11 @@ from billing.models import (
 )
 from billing.selectors.funds import burn_down, grants_with_balances
 from billing.services.funds_policy import funds_policy_set
-from billing.services.grants import credit_grant_create, money_amount_check
+from billing.services.grants import credit_grant_create
 from billing.services.top_ups import top_up_record
 from core.admin import ServiceAdminMixin, add_service_error
 from core.errors import ApplicationError
+from core.money import money_amount_check
 
 
 def _remaining(grant: CreditGrant) -> str:

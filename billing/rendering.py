@@ -77,8 +77,9 @@ LEFT_WIDTH = 95
 # ------------------------------------------------------------------ formatting
 
 
-def format_money(amount: Decimal, currency: str) -> str:
-    """An amount in the currency's minor unit with thousands separators: '1,234.56 USD'."""
+def format_amount(amount: Decimal, currency: str) -> str:
+    """An amount as documents write it (ISO code, not symbol: unlike core.money.format_money):
+    in the currency's minor unit with thousands separators, '1,234.56 USD'."""
     places = minor_unit(currency)
     return f"{round_money(amount, currency):,.{places}f} {currency}"
 
@@ -153,9 +154,9 @@ def _cost_centre_rows(centres: CostCentres | None, currency: str) -> list[dict[s
     return [
         {
             "group": group or "(untagged)",
-            "amount": format_money(cost.amount, currency),
-            "tax": format_money(cost.tax, currency),
-            "total": format_money(cost.total, currency),
+            "amount": format_amount(cost.amount, currency),
+            "tax": format_amount(cost.tax, currency),
+            "total": format_amount(cost.total, currency),
         }
         for group, cost in ordered
     ]
@@ -194,7 +195,7 @@ def invoice_document(invoice: Invoice, cost_centres: CostCentres | None = None) 
                 "quantity": format_number(line.quantity),
                 "unit": line.unit,
                 "unit_price": format_number(line.unit_price, min_places=minor_unit(currency)),
-                "amount": format_money(line.amount, currency),
+                "amount": format_amount(line.amount, currency),
                 "taxable": line.taxable,
                 "service_period": (
                     f"{format_date(line.service_start)} to {format_date(line.service_end)}"
@@ -205,18 +206,18 @@ def invoice_document(invoice: Invoice, cost_centres: CostCentres | None = None) 
             }
             for line in lines
         ],
-        "subtotal": format_money(invoice.subtotal, currency),
-        "taxable_amount": format_money(invoice.taxable_amount, currency),
+        "subtotal": format_amount(invoice.subtotal, currency),
+        "taxable_amount": format_amount(invoice.taxable_amount, currency),
         "tax_rate": format_pct(invoice.tax_rate_pct),
-        "tax": format_money(invoice.tax, currency),
-        "total": format_money(invoice.total, currency),
+        "tax": format_amount(invoice.tax, currency),
+        "total": format_amount(invoice.total, currency),
         "has_credits": invoice.credited_total > 0,
-        "credited_total": format_money(invoice.credited_total, currency),
-        "balance": format_money(balance, currency),
+        "credited_total": format_amount(invoice.credited_total, currency),
+        "balance": format_amount(balance, currency),
         "cost_centre_title": cost_centres.title if cost_centres is not None else "",
         "cost_centres": _cost_centre_rows(cost_centres, currency),
         "has_draws": drawn > 0,
-        "drawn_from_balance": format_money(drawn, currency),
+        "drawn_from_balance": format_amount(drawn, currency),
     }
 
 
@@ -236,12 +237,12 @@ def credit_note_document(note: CreditNote) -> dict[str, Any]:
         "issued_on": format_date(note.issued_at),
         "reason": note.reason,
         "lines": [
-            {"description": line.description, "amount": format_money(line.amount, currency)}
+            {"description": line.description, "amount": format_amount(line.amount, currency)}
             for line in note.lines.all()
         ],
-        "subtotal": format_money(note.subtotal, currency),
-        "tax": format_money(note.tax, currency),
-        "total": format_money(note.total, currency),
+        "subtotal": format_amount(note.subtotal, currency),
+        "tax": format_amount(note.tax, currency),
+        "total": format_amount(note.total, currency),
     }
 
 

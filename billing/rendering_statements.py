@@ -18,8 +18,8 @@ from billing.rendering import (
     _text,
     _totals,
     ascii_safe,
+    format_amount,
     format_date,
-    format_money,
 )
 
 MARKETPLACE_NAME = "Cardhour marketplace"
@@ -32,7 +32,7 @@ def _payout_sentence(statement: ProviderStatement, currency: str) -> str:
     if payout is None:
         return f"No payout yet {as_of}."
     return (
-        f"Payout {payout.pk}: {format_money(payout.amount, currency)}, "
+        f"Payout {payout.pk}: {format_amount(payout.amount, currency)}, "
         f"{payout.get_status_display().lower()} by {payout.get_method_display().lower()} {as_of}."
     )
 
@@ -55,7 +55,7 @@ def statement_document(statement: ProviderStatement) -> dict[str, Any]:
     currency = statement.currency
 
     def money(amount: Decimal) -> str:
-        return format_money(amount, currency)
+        return format_amount(amount, currency)
 
     invoices = Invoice.objects.filter(
         issuer_id=statement.provider_id,

@@ -22,6 +22,7 @@ from pydantic.fields import FieldInfo
 from contracts.choices import ClauseKind
 from contracts.models import Clause
 from contracts.schemas import (
+    Assignment,
     CreditRung,
     ExitTerms,
     GenerationalPriceStep,
@@ -40,6 +41,7 @@ CLAUSE_MODELS: dict[str, type[BaseModel]] = {
     ClauseKind.SLA_CREDITS: SlaCredits,
     ClauseKind.MINIMUM_COMMITMENT: MinimumCommitment,
     ClauseKind.PREPAYMENT: Prepayment,
+    ClauseKind.ASSIGNMENT: Assignment,
 }
 SEPARATOR = "__"
 
@@ -99,6 +101,16 @@ def form_field(parameter: str, info: FieldInfo) -> forms.Field:
         options = [(value, str(value).replace("_", " ")) for value in get_args(member)]
         return forms.MultipleChoiceField(
             choices=options, widget=forms.CheckboxSelectMultiple, initial=initial or (), **common
+        )
+    if bare is bool:
+        # A yes/no choice rather than a checkbox: an unticked box could not say "not given".
+        options = [("", "—"), ("true", "yes"), ("false", "no")]
+        return forms.TypedChoiceField(
+            choices=options,
+            coerce=lambda value: value == "true",
+            empty_value=None,
+            initial=None if initial is None else str(initial).lower(),
+            **common,
         )
     if bare is Decimal:
         return forms.DecimalField(

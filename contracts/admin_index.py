@@ -36,7 +36,9 @@ def index_chart_context(contract: Contract) -> dict[str, Any]:
     ).order_by("effective_at")
     svg = index_chart_svg(
         fixings=[(row.day, row.rate) for row in series if row.rate is not None],
-        resets=[(event.effective_at.date(), event.rate) for event in resets if event.rate],
+        resets=[
+            (event.effective_at.date(), event.rate) for event in resets if event.rate is not None
+        ],
         floor=clause.floor_rate,
         cap=clause.cap_rate,
         currency=contract.currency,

@@ -64,6 +64,7 @@ class ClauseKind(models.TextChoices):
     MINIMUM_COMMITMENT = "minimum_commitment", "Minimum commitment"
     PREPAYMENT = "prepayment", "Prepayment"
     INDEX_LINKED = "index_linked", "Index-linked rate"
+    ASSIGNMENT = "assignment", "Assignment (resale of leased time)"
 
 
 class EventKind(models.TextChoices):
@@ -99,6 +100,7 @@ class EventKind(models.TextChoices):
     PREEMPTED = "preempted", "Interruptible capacity preempted"
     INDEX_RESET = "index_reset", "Index-linked rate reset"
     PAUSED = "paused", "Paused by the customer's money policy"
+    RESALE = "resale", "Leased time resold (sublease)"
 
 
 S = ContractStatus

@@ -255,6 +255,31 @@ class IndexLinked(_Clause):
         return self
 
 
+class Assignment(_Clause):
+    """Resale of leased time: whether the lessee may sublease GPUs for a window, on which terms,
+    and what happens to a sublease when this (the parent) lease ends early."""
+
+    kind: Literal["assignment"]
+    resale_allowed: bool = False
+    provider_consent_required: bool = False
+    min_resale_window_hours: PositiveInt = 1
+    # Shares of the buyer's payments: the provider's, the marketplace's; the seller gets the rest.
+    provider_share_pct: Percent = Decimal(0)
+    marketplace_fee_pct: Percent = Decimal(0)
+    # The ask may not be below this percentage of the parent contract's GPU-hour rate.
+    price_floor_pct: Percent = Decimal(0)
+    on_parent_end: Literal["continue_under_provider", "end_with_refund"] = "end_with_refund"
+
+    @model_validator(mode="after")
+    def _shares_leave_something_for_the_seller(self) -> Assignment:
+        if self.provider_share_pct + self.marketplace_fee_pct > 100:
+            raise _rule_error(
+                "marketplace_fee_pct",
+                "provider_share_pct + marketplace_fee_pct must not exceed 100",
+            )
+        return self
+
+
 ClauseModel = (
     ThroughputAcceptance
     | GenerationalPriceStep
@@ -263,6 +288,7 @@ ClauseModel = (
     | MinimumCommitment
     | Prepayment
     | IndexLinked
+    | Assignment
 )
 ClauseParams = Annotated[ClauseModel, Field(discriminator="kind")]
 CLAUSE_ADAPTER: TypeAdapter[ClauseModel] = TypeAdapter(ClauseParams)
@@ -274,6 +300,7 @@ CLAUSE_KINDS: tuple[str, ...] = (
     "minimum_commitment",
     "prepayment",
     "index_linked",
+    "assignment",
 )
 
 

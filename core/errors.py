@@ -114,3 +114,10 @@ def raise_if_any(errors: Iterable[FieldError]) -> None:
         code=first.code,
         detail={"field": first.field, "errors": [error.as_dict() for error in found]},
     )
+
+
+def require_reason(reason: str, message: str, *, field: str = "reason") -> None:
+    """A 400 `reason_required` with `message` when the reason is blank: whoever changes money or
+    limits says why."""
+    if not reason.strip():
+        raise ValidationFailed(message, code="reason_required", detail={"field": field})

@@ -7,7 +7,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from babel.numbers import format_currency
 
-from core.errors import SemanticError
+from core.errors import SemanticError, ValidationFailed
 
 # ISO-4217 minor units of the currencies the marketplace trades in; anything else uses 2.
 MINOR_UNITS: dict[str, int] = {
@@ -58,6 +58,23 @@ def format_money(amount: Decimal, currency: str) -> str:
     return format_currency(
         round_money(amount, currency), currency.upper(), locale=DISPLAY_LOCALE, currency_digits=True
     )
+
+
+def money_amount_check(
+    amount: Decimal,
+    currency: str,
+    *,
+    code: str,
+    what: str,
+    field: str = "amount",
+) -> None:
+    """A positive amount in the currency's minor unit, else 400 with `code` naming `field`."""
+    if amount <= 0 or round_money(amount, currency) != amount:
+        raise ValidationFailed(
+            f"{what} is a positive amount in the currency's minor unit.",
+            code=code,
+            detail={"field": field},
+        )
 
 
 def round_rate(rate: Decimal) -> Decimal:

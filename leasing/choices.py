@@ -102,6 +102,11 @@ class LeaseEventKind(models.TextChoices):
     SHRUNK = "shrunk", "Shrunk to the GPUs left after a preemption"
     REJECTED = "rejected", "Rejected after failed acceptance"
     PAUSED = "paused", "Paused by the customer's money policy"
+    RESALE_LISTED = "resale_listed", "GPU-time listed for resale"
+    RESALE_CONSENTED = "resale_consented", "Resale listing consented by the provider"
+    RESALE_WITHDRAWN = "resale_withdrawn", "Resale listing withdrawn or cancelled"
+    RESALE_SOLD = "resale_sold", "GPU-time resold (sublease)"
+    PARENT_ENDED = "parent_ended", "Parent lease ended early; the sublease followed its clause"
 
 
 class AllocationEnd(models.TextChoices):
@@ -112,3 +117,35 @@ class AllocationEnd(models.TextChoices):
     ENDED_EARLY = "ended_early", "Lease ended early"
     RELEASED = "released", "Hold released or expired"
     PAUSED = "paused", "Paused by the customer's money policy"
+    DETACHED = "detached", "Sublease moved to a top-level row when its parent lease ended"
+
+
+class ResaleStatus(models.TextChoices):
+    """Where a resale listing is: awaiting the provider's consent, buyable, sold, or closed."""
+
+    PENDING_CONSENT = "pending_consent", "Awaiting the provider's consent"
+    OPEN = "open", "Open (buyable)"
+    SOLD = "sold", "Sold"
+    WITHDRAWN = "withdrawn", "Withdrawn by the seller"
+    CANCELLED = "cancelled", "Cancelled (the parent lease ended before the window)"
+
+
+RESALE_TRANSITIONS: dict[str, frozenset[str]] = {
+    ResaleStatus.PENDING_CONSENT: frozenset(
+        {ResaleStatus.OPEN, ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED}
+    ),
+    ResaleStatus.OPEN: frozenset(
+        {ResaleStatus.SOLD, ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED}
+    ),
+    ResaleStatus.SOLD: frozenset(),
+    ResaleStatus.WITHDRAWN: frozenset(),
+    ResaleStatus.CANCELLED: frozenset(),
+}
+UNSOLD_RESALE_STATUSES = frozenset({ResaleStatus.PENDING_CONSENT, ResaleStatus.OPEN})
+
+
+class OnParentEnd(models.TextChoices):
+    """What a sublease does when its parent lease ends early (the assignment clause)."""
+
+    CONTINUE_UNDER_PROVIDER = "continue_under_provider", "Continue under the provider"
+    END_WITH_REFUND = "end_with_refund", "End with the parent, with a refund"

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from core.registry import Registry
-from leasing.models import Lease
+from leasing.models import Lease, ResaleListing
 
 LeaseHookEvent = Literal["created", "ended"]
 LeaseHook = Callable[[Lease, datetime], Any]  # what a hook returns is ignored
@@ -33,3 +33,28 @@ def lease_hooks_run(event: LeaseHookEvent, lease: Lease, at: datetime) -> None:
     """Run every hook registered for `event`, in registration order."""
     for hook in _hooks[event].snapshot():
         hook(lease, at)
+
+
+# Resale (docs/architecture.md, "Resale"): billing registers these to split the buyer's money and
+# to refund a sublease cut short. "sold": a listing became a sublease (listing.sublease is set;
+# `at` is the sale). "parent_ended": the parent lease's early end reached a sold window and the
+# listing's `on_parent_end` was applied (`at` is the parent's new end; for "end_with_refund" the
+# sublease now ends there, for "continue_under_provider" it runs on as top-level allocations).
+SubleaseHookEvent = Literal["sold", "parent_ended"]
+SubleaseHook = Callable[[ResaleListing, datetime], Any]  # what a hook returns is ignored
+
+_sublease_hooks: dict[SubleaseHookEvent, Registry[SubleaseHook]] = {
+    "sold": Registry(),
+    "parent_ended": Registry(),
+}
+
+
+def sublease_hook_register(event: SubleaseHookEvent, name: str, hook: SubleaseHook) -> None:
+    """Register (or replace) the sublease hook called `name` for `event` (from `ready()`)."""
+    _sublease_hooks[event].register(name, hook)
+
+
+def sublease_hooks_run(event: SubleaseHookEvent, listing: ResaleListing, at: datetime) -> None:
+    """Run every sublease hook registered for `event`, in registration order."""
+    for hook in _sublease_hooks[event].snapshot():
+        hook(listing, at)

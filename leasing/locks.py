@@ -1,6 +1,7 @@
 """Row locks of the leasing app, each behind a name (the global order: docs/architecture.md).
 
-Order within leasing: an organization's hold quota (advisory) → hold → lease → GPUs (pk order)
+Order within leasing: an organization's hold quota (advisory) → hold → lease → resale listing
+(of that lease) → GPUs (pk order)
 → allocations (pk order), then the contract (contracts.locks). A hold or lease is locked FOR NO
 KEY UPDATE: it serialises changes of that row, while rows that only point at it (its events,
 allocations, preemption notices) can still be inserted by others, so a preemption that writes to
@@ -19,7 +20,7 @@ from django.db.models import QuerySet
 
 from inventory.models import Gpu
 from leasing.choices import HoldStatus
-from leasing.models import Allocation, Hold, Lease, Offer, SlaOffering
+from leasing.models import Allocation, Hold, Lease, Offer, ResaleListing, SlaOffering
 
 
 def hold_lock(hold: Hold | int) -> Hold:
@@ -50,6 +51,12 @@ def lease_lock(lease: Lease | int) -> Lease:
         .select_related("contract", "offer__gpu_model", "offer__site")
         .get(pk=pk)
     )
+
+
+def resale_listing_lock(listing: ResaleListing | int) -> ResaleListing:
+    """Re-read one resale listing under its row lock; taken after its parent lease's lock."""
+    pk = listing if isinstance(listing, int) else listing.pk
+    return ResaleListing.objects.select_for_update(no_key=True, of=("self",)).get(pk=pk)
 
 
 def gpus_lock(gpu_ids: Iterable[int]) -> list[int]:

@@ -15,6 +15,10 @@ compared in this order (docs/architecture.md, "Preemption"):
 Within the chosen bookings the GPUs losing least revenue are taken (then the lowest GPU id). The
 search is exact over sets of bookings, smallest sets first; past MAX_EXACT_SUBSETS sets of one
 size it falls back to a greedy choice (largest bookings first) and says so in the result.
+
+Resold reserved time is never a candidate: only preemptible allocations are offered here, and
+a nested (resold) allocation is never preemptible, nor is the reserved lease it lies in (CHECK
+allocation_nested_is_resold_time; docs/architecture.md, "Resale").
 """
 
 from __future__ import annotations

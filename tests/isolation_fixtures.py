@@ -82,6 +82,7 @@ from leasing.models import (
 from leasing.services.holds import hold_create
 from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
+from leasing.services.resale import resale_listing_create
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
 from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
@@ -529,6 +530,69 @@ def _acceptance_claim(world: World, _: str) -> Built:
             Contract.objects.filter(pk=run.contract_id),
             ContractEvent.objects.filter(contract_id=run.contract_id),
             AcceptanceRun.objects.filter(contract_id=run.contract_id),
+        ],
+    )
+
+
+# A reserved lease of tenant A whose contract allows resale with the provider's consent: its
+# listing waits for consent, so it is nobody else's to buy (an open one is on offer to all).
+RESALE_CLAUSE = {"kind": "assignment", "resale_allowed": True, "provider_consent_required": True}
+
+
+def _resale_window() -> tuple[datetime, datetime]:
+    start = hour_from_now() + timedelta(days=2)
+    return start, start + timedelta(hours=24)
+
+
+def _resale_body(lease_id: Any) -> dict[str, Any]:
+    start, end = _resale_window()
+    return {
+        "lease": lease_id,
+        "gpu_count": 1,
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "ask_price_per_gpu_hour": "5.00",
+        "currency": "USD",
+    }
+
+
+def _resale_listing(world: World, _: str) -> Built:
+    def make() -> Any:
+        offer = make_offer(
+            world.provider,
+            nodes=[world.node()],
+            name_nodes=True,
+            contract_template=[EXIT_TERMS, RESALE_CLAUSE],
+        )
+        request = request_build(
+            offer=offer,
+            gpu_count=1,
+            start=hour_from_now(),
+            pricing_mode="reserved",
+            term_months=1,
+        )
+        lease = lease_create(customer=world.customer, request=request, actor="tenant")
+        start, end = _resale_window()
+        return resale_listing_create(
+            seller=world.customer,
+            parent_lease=lease,
+            gpu_count=1,
+            start=start,
+            end=end,
+            ask_price_per_gpu_hour=Decimal("5.00"),
+            currency="USD",
+            actor="tenant",
+        )
+
+    listing = world.once("resale_listing", make)
+    return Built(
+        listing,
+        kwargs={"pk": listing.pk},
+        refs={"lease": listing.parent_lease_id},
+        watch=[
+            Allocation.objects.filter(listing=listing),
+            Lease.objects.filter(customer=world.customer),
+            LeaseEvent.objects.filter(lease_id=listing.parent_lease_id),
         ],
     )
 
@@ -1203,6 +1267,12 @@ TENANT_RESOURCES: dict[str, Resource] = {
     "lease-event": Resource(owners=(CUSTOMER, PROVIDER), build=_lease),
     # Preemption notices: the preempted lease's customer and its offer's provider read them.
     "preemption-notice": Resource(owners=(CUSTOMER, PROVIDER), build=_preemption_notice),
+    # Resale listings: the seller and the provider of the capacity (the buyer once sold).
+    "resale-listing": Resource(
+        owners=(CUSTOMER, PROVIDER),
+        build=_resale_listing,
+        references={"create": lambda b: [_resale_body(b.refs["lease"])]},
+    ),
     "usage-event": Resource(
         owners=(PROVIDER,),
         build=_usage,

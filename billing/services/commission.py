@@ -22,9 +22,9 @@ from django.db.models import Sum
 
 from accounts.models import Organization
 from billing.models import CommissionCharge, CommissionRate, CreditNote, Invoice
-from core.errors import SemanticError, ValidationFailed
+from core.errors import SemanticError, ValidationFailed, require_reason
 from core.memo import memoized
-from core.money import round_money
+from core.money import money_amount_check, round_money
 from leasing.models import Lease, Offer
 
 ZERO = Decimal(0)
@@ -173,8 +173,7 @@ def commission_rate_set(
     """Set (or replace) a provider's or an offer's commission; applies to invoices issued from
     now on (issued ones keep what they were charged)."""
     minimum_currency = minimum_currency.strip().upper()
-    if not reason.strip():
-        raise ValidationFailed("Say why the commission is set.", code="reason_required")
+    require_reason(reason, "Say why the commission is set.")
     if not provider.is_provider:
         raise SemanticError(f"{provider} is not a provider.", code="not_a_provider")
     if not ZERO <= percent <= HUNDRED:
@@ -192,10 +191,13 @@ def commission_rate_set(
             "A minimum needs its currency (and a currency its minimum).",
             code="commission_minimum_currency",
         )
-    if minimum is not None and (minimum <= 0 or round_money(minimum, minimum_currency) != minimum):
-        raise ValidationFailed(
-            "A minimum is a positive amount in the currency's minor unit.",
+    if minimum is not None:
+        money_amount_check(
+            minimum,
+            minimum_currency,
             code="invalid_commission_minimum",
+            what="A minimum",
+            field="minimum",
         )
     rate, _ = CommissionRate.objects.update_or_create(
         provider=provider,

@@ -34,7 +34,7 @@ from billing.rendering import (
     credit_note_document,
     credit_note_html,
     credit_note_pdf,
-    format_money,
+    format_amount,
     invoice_html,
     invoice_pdf,
     invoice_text,
@@ -150,7 +150,7 @@ def invoice_email(
         message = EmailMultiAlternatives(
             subject=(
                 f"Invoice {invoice.number} from {invoice.issuer.name}: "
-                f"{format_money(invoice.total, invoice.currency)}"
+                f"{format_amount(invoice.total, invoice.currency)}"
             ),
             body=invoice_text(invoice),
             from_email=settings.DEFAULT_FROM_EMAIL,
@@ -191,7 +191,7 @@ def credit_note_email(*, note: CreditNote) -> CreditNote:
     message = EmailMultiAlternatives(
         subject=(
             f"Credit note {note.number} from {note.issuer.name}: "
-            f"{format_money(note.total, note.currency)}"
+            f"{format_amount(note.total, note.currency)}"
         ),
         body=render_to_string("billing/credit_note_email.txt", {"doc": credit_note_document(note)}),
         from_email=settings.DEFAULT_FROM_EMAIL,

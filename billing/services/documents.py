@@ -46,10 +46,10 @@ from billing.services.postings import (
 )
 from contracts.locks import contract_lock
 from contracts.services import json_value
-from core.errors import Conflict, SemanticError, ValidationFailed
+from core.errors import Conflict, SemanticError, ValidationFailed, require_reason
 from core.events import emit_to
 from core.lifecycle import StatusChange
-from core.money import round_money
+from core.money import money_amount_check, round_money
 
 logger = logging.getLogger(__name__)
 
@@ -263,8 +263,7 @@ def invoice_void(
     *, invoice: Invoice, reason: str, actor: str, now: datetime | None = None
 ) -> Invoice:
     """Void an issued invoice; the billing cycle then reissues the period from fresh facts."""
-    if not reason.strip():
-        raise ValidationFailed("A reason is required to void an invoice.", code="reason_required")
+    require_reason(reason, "A reason is required to void an invoice.")
     now = now or timezone.now()
     invoice = invoice_lock(invoice)
     if invoice.credited_total > 0:
@@ -303,8 +302,7 @@ def credit_note_issue(
     never pass the invoice total, checked here under the invoice lock and by a constraint.
     """
     now = now or timezone.now()
-    if not reason.strip():
-        raise ValidationFailed("A reason is required for a credit note.", code="reason_required")
+    require_reason(reason, "A reason is required for a credit note.")
     if (amount is None) == (not line_amounts):
         raise ValidationFailed(
             "Give either an amount or amounts per line.", code="credit_amount_required"
@@ -333,11 +331,7 @@ def credit_note_issue(
             (line, line_amount, f"Credit on line {line.position}: {line.description}", line.taxable)
         )
     for _, part, _, _ in parts:
-        if part <= 0 or round_money(part, invoice.currency) != part:
-            raise ValidationFailed(
-                "Credited amounts must be positive and in the currency's minor unit.",
-                code="invalid_credit_amount",
-            )
+        money_amount_check(part, invoice.currency, code="invalid_credit_amount", what="A credit")
     subtotal = sum((part for _, part, _, _ in parts), Decimal(0))
     taxable = sum((part for _, part, _, is_taxable in parts if is_taxable), Decimal(0))
     tax = round_money(taxable * invoice.tax_rate_pct / Decimal(100), invoice.currency)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -30,8 +29,8 @@ from billing.models import (
 )
 from billing.services.ledger import Leg, ledger_account, ledger_post
 from contracts.models import Contract
-from core.errors import SemanticError, ValidationFailed
-from core.money import round_money
+from core.errors import SemanticError, ValidationFailed, require_reason
+from core.money import money_amount_check
 
 logger = logging.getLogger(__name__)
 
@@ -44,23 +43,6 @@ def grant_issued_key(grant: CreditGrant) -> str:
 
 def grant_expired_key(grant: CreditGrant) -> str:
     return f"grant:{grant.pk}:expired"
-
-
-def money_amount_check(
-    amount: Decimal,
-    currency: str,
-    *,
-    code: str,
-    what: str,
-    detail: dict[str, Any] | None = None,
-) -> None:
-    """A positive amount in the currency's minor unit, else 400 with `code` (and `detail`)."""
-    if amount <= 0 or round_money(amount, currency) != amount:
-        raise ValidationFailed(
-            f"{what} is a positive amount in the currency's minor unit.",
-            code=code,
-            detail={"field": "amount"} if detail is None else detail,
-        )
 
 
 def customer_currencies(customer: Organization) -> set[str]:
@@ -116,10 +98,7 @@ def credit_grant_create(
     now = now or timezone.now()
     currency = currency.upper()
     money_amount_check(amount, currency, code="invalid_grant_amount", what="A grant")
-    if not reason.strip():
-        raise ValidationFailed(
-            "A reason is required for a grant.", code="reason_required", detail={"field": "reason"}
-        )
+    require_reason(reason, "A reason is required for a grant.")
     if not vouched_by.strip():
         raise ValidationFailed(
             "Say who vouches for the grant's money.",

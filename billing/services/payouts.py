@@ -44,15 +44,15 @@ from billing.models import (
     ProviderStatement,
     TransactionKind,
 )
-from billing.services.grants import money_amount_check
 from billing.services.ledger import Leg, ledger_account, ledger_post, ledger_reverse
 from billing.services.stripe_transfers import (
     stripe_transfer_create,
     stripe_transfer_find,
     stripe_transfer_reversed,
 )
-from core.errors import Conflict, SemanticError, ValidationFailed
+from core.errors import Conflict, SemanticError, ValidationFailed, require_reason
 from core.lifecycle import StatusChange
+from core.money import money_amount_check
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,6 @@ def payout_create(
         currency,
         code="invalid_payout_amount",
         what="A payout",
-        detail={"amount": str(amount)},
     )
     if amount > payable:
         raise SemanticError(
@@ -281,8 +280,7 @@ def payout_fail(
     A Stripe transfer that was made fails only once Stripe reversed it (`transfer_reversed`,
     which the run checks at Stripe).
     """
-    if not reason.strip():
-        raise ValidationFailed("Say why the payout failed.", code="reason_required")
+    require_reason(reason, "Say why the payout failed.")
     now = now or timezone.now()
     payout = payout_lock(payout)
     if payout.status == PayoutStatus.FAILED:

@@ -19,8 +19,8 @@ from accounts.models import Organization
 from billing.locks import ledger_accounts_lock
 from billing.models import AccountKind, LedgerAccount, Refund, TransactionKind
 from billing.services.ledger import Leg, ledger_account, ledger_post
-from core.errors import Conflict, SemanticError, ValidationFailed
-from core.money import round_money
+from core.errors import Conflict, SemanticError, require_reason
+from core.money import money_amount_check
 
 
 def refund_key(refund: Refund) -> str:
@@ -40,13 +40,8 @@ def refund_issue(
     """Pay back part or all of a customer's credit in one currency, and post it."""
     now = now or timezone.now()
     currency = currency.upper()
-    if not reason.strip():
-        raise ValidationFailed("A reason is required for a refund.", code="reason_required")
-    if amount <= 0 or round_money(amount, currency) != amount:
-        raise ValidationFailed(
-            "A refund is a positive amount in the currency's minor unit.",
-            code="invalid_refund_amount",
-        )
+    require_reason(reason, "A reason is required for a refund.")
+    money_amount_check(amount, currency, code="invalid_refund_amount", what="A refund")
     found = LedgerAccount.objects.filter(
         organization=customer, currency=currency, kind=AccountKind.CUSTOMER_RECEIVABLE, subledger=""
     ).first()

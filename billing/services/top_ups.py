@@ -23,9 +23,10 @@ from django.utils import timezone
 from accounts.models import Organization
 from billing.locks import top_up_lock
 from billing.models import GrantKind, TopUp, TopUpMethod, TopUpStatus
-from billing.services.grants import credit_grant_create, grant_currency_check, money_amount_check
+from billing.services.grants import credit_grant_create, grant_currency_check
 from billing.services.stripe import _domain_error, _minor, stripe_client, stripe_customer_ensure
 from core.errors import ApplicationError, Conflict, ValidationFailed
+from core.money import money_amount_check
 
 logger = logging.getLogger(__name__)
 

@@ -34,6 +34,16 @@ from contracts.engine.index_linked import (
 from contracts.engine.periods import billing_periods, next_period_start, period_containing
 from contracts.engine.pricing import rate_for_period, rate_schedule
 from contracts.engine.rent import Rent, RentPiece, month_bounds, rent_for_window, rent_pieces
+from contracts.engine.resale import (
+    AskBelowFloor,
+    ResaleCurrencyMismatch,
+    ResaleNotAllowed,
+    ResaleTerms,
+    ResaleWindowTooShort,
+    ResoldTime,
+    resale_floor,
+    resale_terms,
+)
 from contracts.engine.sla import sla_credit
 from contracts.engine.terms import (
     AcceptanceOutcome,
@@ -58,6 +68,7 @@ __all__ = [
     "AcceptanceOutcome",
     "AcceptanceRun",
     "AppliedStep",
+    "AskBelowFloor",
     "Backtest",
     "BacktestMonth",
     "ClauseT",
@@ -72,6 +83,11 @@ __all__ = [
     "RateSegment",
     "Rent",
     "RentPiece",
+    "ResaleCurrencyMismatch",
+    "ResaleNotAllowed",
+    "ResaleTerms",
+    "ResaleWindowTooShort",
+    "ResoldTime",
     "SuccessorInfo",
     "TerminationQuote",
     "acceptance_run_passes",
@@ -96,6 +112,8 @@ __all__ = [
     "rent_for_window",
     "rent_pieces",
     "replacement_rate",
+    "resale_floor",
+    "resale_terms",
     "sla_credit",
     "termination_quote",
 ]

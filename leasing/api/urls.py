@@ -18,6 +18,7 @@ from leasing.api.views.leases import (
     LeaseViewSet,
     PreemptionNoticeViewSet,
 )
+from leasing.api.views.resale import ResaleListingViewSet
 from leasing.api.views.sizing import SizingView, SizingViewNoSlash
 
 router = Router()
@@ -30,6 +31,7 @@ router.register(
     r"leases/(?P<lease_pk>[^/.]+)/acceptance-runs", AcceptanceRunViewSet, basename="acceptance-run"
 )
 router.register(r"leases/(?P<lease_pk>[^/.]+)/events", LeaseEventViewSet, basename="lease-event")
+router.register("resale-listings", ResaleListingViewSet, basename="resale-listing")
 router.register("preemption-notices", PreemptionNoticeViewSet, basename="preemption-notice")
 # Every run of the caller's contracts, leased or not; confirm, dispute and decide live here.
 router.register("acceptance-runs", ContractAcceptanceRunViewSet, basename="acceptance")

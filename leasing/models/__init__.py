@@ -5,6 +5,7 @@ from leasing.models.allocations import Allocation, LeaseEvent, PreemptionNotice
 from leasing.models.holds_leases import Hold, HoldLimit, Lease
 from leasing.models.offers import Offer
 from leasing.models.quotes import Quote, QuoteShortfall
+from leasing.models.resale import ResaleListing
 from leasing.models.sla import SlaOffering, SlaSubscription
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "PreemptionNotice",
     "Quote",
     "QuoteShortfall",
+    "ResaleListing",
     "SlaOffering",
     "SlaSubscription",
 ]

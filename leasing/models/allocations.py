@@ -17,6 +17,7 @@ from leasing.choices import (
     LeaseStatus,
 )
 from leasing.models.holds_leases import Hold, Lease
+from leasing.models.resale import ResaleListing
 
 
 class Allocation(models.Model):
@@ -36,6 +37,21 @@ class Allocation(models.Model):
     )
     hold = models.ForeignKey(
         Hold, null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
+    )
+    # Resale (docs/architecture.md, "Resale"): a nested row lies inside a top-level row of the
+    # same GPU (`parent`, the seller's), reserving that GPU-time for a listing and, once sold,
+    # for the buyer's sublease. Top-level rows exclude each other; nested rows exclude each
+    # other; the trigger allocation_nested_within_parent keeps each inside its parent.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="nested"
+    )
+    listing = models.ForeignKey(
+        ResaleListing,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="allocations",
+        help_text="The resale listing this GPU-time was sold through (kept after detaching).",
     )
     period = DateTimeRangeField()
     preemptible = models.BooleanField(default=False)
@@ -69,12 +85,26 @@ class Allocation(models.Model):
             ExclusionConstraint(
                 name="allocation_no_double_booking",
                 expressions=[("gpu", RangeOperators.EQUAL), ("period", RangeOperators.OVERLAPS)],
-                condition=Q(released_at__isnull=True),
+                condition=Q(released_at__isnull=True, parent__isnull=True),
             ),
+            # Two listings, two buyers, or a buyer and a listing never share nested GPU-time.
+            ExclusionConstraint(
+                name="allocation_nested_no_double_booking",
+                expressions=[("gpu", RangeOperators.EQUAL), ("period", RangeOperators.OVERLAPS)],
+                condition=Q(released_at__isnull=True, parent__isnull=False),
+            ),
+            # A lease's or a hold's; or (resale) an unsold listing's nested row.
             models.CheckConstraint(
                 condition=(Q(lease__isnull=False) & Q(hold__isnull=True))
-                | (Q(lease__isnull=True) & Q(hold__isnull=False)),
+                | (Q(lease__isnull=True) & Q(hold__isnull=False))
+                | Q(lease__isnull=True, hold__isnull=True, listing__isnull=False),
                 name="allocation_for_a_lease_or_a_hold",
+            ),
+            # Nested GPU-time came through a listing, is never preempted, never a hold's.
+            models.CheckConstraint(
+                condition=Q(parent__isnull=True)
+                | Q(listing__isnull=False, hold__isnull=True, preemptible=False),
+                name="allocation_nested_is_resold_time",
             ),
             models.CheckConstraint(
                 condition=Q(period__isempty=False), name="allocation_period_not_empty"

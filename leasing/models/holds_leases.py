@@ -115,6 +115,14 @@ class Lease(models.Model):
         help_text="When its last GPUs are handed over, if it had to preempt interruptible "
         "capacity (the notice's end); empty: at its start.",
     )
+    parent_lease = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="subleases",
+        help_text="A sublease: the seller's lease whose GPU-time it bought (resale listing).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -122,6 +130,9 @@ class Lease(models.Model):
         ordering = ["-id"]
         constraints = [
             models.CheckConstraint(condition=Q(end__gt=F("start")), name="lease_window_order"),
+            models.CheckConstraint(
+                condition=~Q(parent_lease=F("pk")), name="lease_not_its_own_parent"
+            ),
             models.CheckConstraint(
                 condition=Q(gpus_ready_at__isnull=True) | Q(gpus_ready_at__gte=F("start")),
                 name="lease_gpus_ready_after_start",

@@ -39,6 +39,7 @@ from leasing.models import Allocation, Lease, PreemptionNotice
 from leasing.selectors.windows import MAX_WINDOW
 from leasing.services.allocation import allocations_create, free_gpus
 from leasing.services.history import lease_event_record, lease_status_advance
+from leasing.services.resale_parent import resale_follow_parent_end, resold_time_guard
 
 LIFECYCLE_ACTOR = "system:lifecycle"
 
@@ -239,7 +240,14 @@ def lease_exit(
     _, quote = contract_request_exit(
         contract=lease.contract, party=party, exit_date=exit_date, actor=actor, now=now
     )
+    # Resold time first (the assignment clause's on_parent_end), then the lease's own GPUs.
+    detached, ended = resale_follow_parent_end(lease, at=quote.effective_end, actor=actor, now=now)
     allocations_cut(live, at=quote.effective_end, reason=AllocationEnd.ENDED_EARLY, now=now)
+    if detached:
+        Allocation.objects.bulk_create(detached)
+    for sublease in ended:
+        sublease.contract.refresh_from_db()
+        lease_sync_status(sublease, actor=actor)
     old_end = lease.end
     lease.end = min(lease.end, quote.effective_end)
     lease.save(update_fields=["end", "updated_at"])
@@ -347,6 +355,7 @@ def lease_replace_gpu(
     )
     if old is None:
         raise SemanticError("That GPU is not allocated to this lease.", code="gpu_not_in_lease")
+    resold_time_guard(lease, gpu=failed_gpu, at=at)
     end = old.period.upper
     if end is not None and end <= at:
         # Its period is over (the lease was cut short, or its end passed before the job that

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from core.errors import Conflict, ValidationFailed
+from core.errors import Conflict, require_reason
 from core.tags import tags_clean
 from core.text import counted
 from leasing.admission import Admission, admit
@@ -192,10 +192,7 @@ def hold_limit_set(
 ) -> HoldLimit:
     """Set an operator's override of one organization's hold limits (empty: the setting). It
     applies to holds placed from now on; holds already placed keep running to their expiry."""
-    if not reason.strip():
-        raise ValidationFailed(
-            "Say why this organization gets other limits.", code="reason_required"
-        )
+    require_reason(reason, "Say why this organization gets other limits.")
     limit = HoldLimit.objects.filter(organization=organization).first() or HoldLimit(
         organization=organization
     )

@@ -15,7 +15,7 @@ from billing.rendering import (
     ascii_safe,
     credit_note_html,
     credit_note_pdf,
-    format_money,
+    format_amount,
     invoice_document,
     invoice_html,
     invoice_pdf,
@@ -71,9 +71,9 @@ def pdf_text(pdf: bytes) -> str:
 
 
 def test_money_has_the_minor_unit_and_thousands_separators():
-    assert format_money(Decimal("114278.4"), "USD") == "114,278.40 USD"
-    assert format_money(Decimal("-1142.78"), "EUR") == "-1,142.78 EUR"
-    assert format_money(Decimal("1234567.4"), "JPY") == "1,234,567 JPY"
+    assert format_amount(Decimal("114278.4"), "USD") == "114,278.40 USD"
+    assert format_amount(Decimal("-1142.78"), "EUR") == "-1,142.78 EUR"
+    assert format_amount(Decimal("1234567.4"), "JPY") == "1,234,567 JPY"
 
 
 def test_symbols_outside_latin_1_are_spelled_in_ascii():

@@ -20,6 +20,7 @@ from core.models import OutboxEvent
 from leasing.choices import LeaseStatus
 from leasing.models import Lease
 from tests.billing.factories import token_contract
+from tests.factories import OrganizationFactory
 from tests.leasing.pool import make_pool
 
 pytestmark = pytest.mark.django_db
@@ -209,3 +210,31 @@ def test_the_burn_down_counts_each_token_contracts_last_seven_days(provider, cus
 
     row = rows[0]["currencies"][0]
     assert Decimal(row["daily_burn"]) == Decimal("1.93")  # 13.50 USD over seven days
+
+
+def test_the_operators_burn_down_list_reads_every_customer_in_a_fixed_number_of_queries(
+    running, customer, provider, operator, client_for, django_assert_max_num_queries
+):
+    """One customer or six: the page's burn-downs are read together, not customer by customer."""
+    client = client_for(operator)
+    with time_machine.travel(T0 + timedelta(hours=1), tick=False):
+        with django_assert_max_num_queries(12) as one:
+            rows = client.get("/api/v1/burn-down/").json()["results"]
+        assert [r["id"] for r in rows] == [customer.pk]
+        for n in range(5):
+            extra = OrganizationFactory(name=f"Prepaid {n}", slug=f"prepaid-{n}")
+            token_contract(provider, extra)
+            credit_grant_create(
+                customer=extra,
+                currency="USD",
+                amount=Decimal("50.00"),
+                kind=GrantKind.PROMOTIONAL,
+                reason="trial",
+                vouched_by="operator ops",
+                actor="ops",
+            )
+        with django_assert_max_num_queries(len(one.captured_queries)):
+            rows = client.get("/api/v1/burn-down/").json()["results"]
+    assert len(rows) == 6
+    assert [len(r["currencies"]) for r in rows] == [1] * 6
+    assert rows[0]["currencies"][0]["days_left"] == "1.74"

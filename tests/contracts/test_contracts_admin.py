@@ -221,3 +221,48 @@ def test_a_draft_contract_may_be_deleted(admin_client, provider, customer):
     draft = h200_contract(provider, customer)
     page = admin_client.get(f"/admin/contracts/contract/{draft.pk}/change/").content.decode()
     assert f"/admin/contracts/contract/{draft.pk}/delete/" in page
+
+
+def _with_assignment(provider, customer, params):
+    exit_params = {k: v for k, v in EXIT_3_MONTHS.items() if k != "kind"}
+    return {
+        **add_form(provider, customer, exit_params),
+        "clauses-TOTAL_FORMS": "2",
+        **clause_inputs(1, "assignment", params),
+    }
+
+
+def test_the_admin_enters_an_assignment_clause_with_typed_inputs(admin_client, provider, customer):
+    page = admin_client.get("/admin/contracts/contract/add/").content.decode()
+    assert 'name="clauses-__prefix__-assignment__resale_allowed"' in page
+    assert 'name="clauses-__prefix__-assignment__on_parent_end"' in page
+    params = {
+        "resale_allowed": "true",
+        "provider_consent_required": "false",
+        "min_resale_window_hours": "4",
+        "provider_share_pct": "10",
+        "marketplace_fee_pct": "5",
+        "price_floor_pct": "80",
+        "on_parent_end": "continue_under_provider",
+    }
+    response = admin_client.post(
+        "/admin/contracts/contract/add/", _with_assignment(provider, customer, params)
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    clause = Contract.objects.get().clauses.get(kind="assignment")
+    assert clause.params["resale_allowed"] is True
+    assert clause.params["provider_consent_required"] is False
+    assert clause.params["on_parent_end"] == "continue_under_provider"
+
+
+def test_the_admin_refuses_assignment_shares_above_100_percent(admin_client, provider, customer):
+    params = {"resale_allowed": "true", "provider_share_pct": "60", "marketplace_fee_pct": "50"}
+    response = admin_client.post(
+        "/admin/contracts/contract/add/", _with_assignment(provider, customer, params)
+    )
+    assert response.status_code == 200
+    clause_form = response.context["inline_admin_formsets"][0].formset.forms[1]
+    assert clause_form.errors["assignment__marketplace_fee_pct"] == [
+        "provider_share_pct + marketplace_fee_pct must not exceed 100"
+    ]
+    assert not Contract.objects.exists()

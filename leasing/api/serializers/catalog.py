@@ -16,6 +16,7 @@ from accounts.api.serializers import ProviderRefSerializer
 from core.api.fields import CurrencyField, DecimalString, MinorUnitMixin, RateField
 from core.api.serializers import StrictInputSerializer
 from inventory.api.serializers import GpuModelRefSerializer, SiteRefSerializer
+from leasing.api.serializers.resale import ResaleOfferSerializer
 from leasing.choices import OfferStatus, PriceUnit, PricingMode
 from leasing.models import Offer, Quote, SlaOffering
 
@@ -294,6 +295,11 @@ class CapacityPageSerializer(serializers.Serializer[Any]):
     pricing_mode = serializers.CharField()
     term_months = serializers.IntegerField(allow_null=True)
     results = CapacityResultSerializer(many=True)
+    resale = ResaleOfferSerializer(
+        many=True,
+        help_text="Open resale listings covering the whole window (offer_type resale), apart "
+        "from `results` and not counted in `count`; buy one at /resale-listings/{id}/buy/.",
+    )
 
 
 # ------------------------------------------------------------------ quotes
@@ -381,3 +387,6 @@ class QuoteBatchSerializer(serializers.Serializer[Any]):
     """The answer to a quote request: up to three quotes, cheapest first."""
 
     quotes = QuoteSerializer(many=True)
+    resale = ResaleOfferSerializer(
+        many=True, help_text="Open resale listings covering the quoted window (offer_type resale)."
+    )

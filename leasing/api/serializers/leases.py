@@ -31,6 +31,18 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
         help_text="This GPU's own rate, set by an upgrade swap; null: the contract's rate.",
     )
     swap_event = serializers.IntegerField(source="swap_event_id", read_only=True, allow_null=True)
+    parent_allocation = serializers.IntegerField(
+        source="parent_id",
+        read_only=True,
+        allow_null=True,
+        help_text="Resold time: the seller's allocation this one lies inside; null: top-level.",
+    )
+    listing = serializers.IntegerField(
+        source="listing_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The resale listing this GPU-time was bought through.",
+    )
 
     class Meta:
         model = Allocation
@@ -48,6 +60,8 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
             "replaces",
             "rate_per_gpu_hour",
             "swap_event",
+            "parent_allocation",
+            "listing",
         ]
 
     def get_start(self, obj: Allocation) -> str | None:
@@ -195,6 +209,7 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
             "created_at",
             "allocations",
             "preemption_notices",
+            "parent_lease",
         ]
         read_only_fields = fields
 

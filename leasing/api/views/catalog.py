@@ -48,8 +48,10 @@ from leasing.api.serializers.catalog import (
     SlaOfferingSerializer,
     SlaOfferingUpdateSerializer,
 )
+from leasing.api.serializers.resale import ResaleOfferSerializer
 from leasing.choices import PricingMode
 from leasing.models import Offer, Quote, SlaOffering
+from leasing.selectors.resale import resale_offers
 from leasing.services.offers import (
     offer_create,
     offer_delete,
@@ -272,6 +274,17 @@ class CapacityView(OrganizationScopedMixin, APIView):
                     detail={"field": "gpu_model", "unknown": unknown},
                 )
         page = selectors.capacity_search_page(filters=filters)
+        # Resold time is a separate, marked set beside the per-node results (not in `count`).
+        resale = resale_offers(
+            start=filters.window.start,
+            end=filters.window.end,
+            now=timezone.now(),
+            gpu_models=filters.gpu_models,
+            min_gpus=filters.min_gpus,
+            currency=filters.currency,
+            price_lte=filters.price_lte,
+            exclude_organization_id=self.caller.organization_id,
+        )
         following = filters.offset + filters.limit
         body = {
             "count": page.total,
@@ -285,6 +298,7 @@ class CapacityView(OrganizationScopedMixin, APIView):
             "pricing_mode": filters.pricing_mode,
             "term_months": filters.term_months,
             "results": page.results,
+            "resale": resale,
         }
         return Response(CapacityPageSerializer(body).data)
 
@@ -350,5 +364,21 @@ class QuoteViewSet(
         fresh = sorted(
             selectors.quotes_of(caller=caller).filter(pk__in=rank), key=lambda q: rank[q.pk]
         )
-        body = {"quotes": QuoteSerializer(fresh, many=True, context={"now": now}).data}
+        resale = (
+            resale_offers(
+                start=fresh[0].start,
+                end=fresh[0].end,
+                now=now,
+                gpu_models=[fresh[0].offer.gpu_model.slug],
+                min_gpus=data["gpu_count"],
+                currency=fresh[0].currency,
+                exclude_organization_id=caller.organization.pk,
+            )
+            if fresh
+            else []
+        )
+        body = {
+            "quotes": QuoteSerializer(fresh, many=True, context={"now": now}).data,
+            "resale": ResaleOfferSerializer(resale, many=True).data,
+        }
         return Response(body, status=status.HTTP_201_CREATED)
