@@ -31,6 +31,7 @@ from billing.models import (
     LineKind,
     grant_subledger,
 )
+from billing.services.postings import lines_in_hand_forget
 from core.memo import memoized
 from core.money import minor_unit, round_money
 
@@ -146,7 +147,7 @@ def invoice_balance_draw(*, invoice: Invoice, now: datetime) -> Decimal:
             },
         )
         # Lines stored with the rating are no longer all of them.
-        getattr(invoice, "_prefetched_objects_cache", {}).pop("lines", None)
+        lines_in_hand_forget(invoice)
         position += 1
         drawn += take
         left -= take

@@ -18,6 +18,7 @@ from django.utils import timezone
 from billing import rating
 from billing.models import Invoice, InvoiceLine, InvoiceStatus
 from billing.selectors import open_period, period_of, rating_input
+from billing.services.postings import lines_in_hand_keep
 from contracts import engine
 from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.locks import contract_lock
@@ -91,8 +92,8 @@ def _store_lines(
         ]
     if links:
         InvoiceLine.events.through.objects.bulk_create(links)
-    # The lines in hand, as `invoice.lines.all()` answers them: the issue posting reads them.
-    invoice._prefetched_objects_cache = {"lines": lines}  # type: ignore[attr-defined]
+    # The issue posting reads these lines instead of reading them back.
+    lines_in_hand_keep(invoice, lines)
 
 
 def invoice_rated_store(

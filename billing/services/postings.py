@@ -17,6 +17,7 @@ are paid from the customer's prepaid balance: each is debited to its grant's sub
 from __future__ import annotations
 
 from decimal import Decimal
+from weakref import WeakKeyDictionary
 
 from django.db.models import Q, Sum
 
@@ -61,9 +62,26 @@ def credit_note_key(note: CreditNote | int) -> str:
     return f"credit_note:{note if isinstance(note, int) else note.pk}:issued"
 
 
+# Lines just stored for an invoice (by its rating), so its issue posting need not read them back;
+# whatever adds a line afterwards (a balance draw) forgets them.
+_LINES_IN_HAND: WeakKeyDictionary[Invoice, list[InvoiceLine]] = WeakKeyDictionary()
+
+
+def lines_in_hand_keep(invoice: Invoice, lines: list[InvoiceLine]) -> None:
+    """Remember the lines just stored as all of the invoice's lines."""
+    _LINES_IN_HAND[invoice] = sorted(lines, key=lambda line: line.position)
+
+
+def lines_in_hand_forget(invoice: Invoice) -> None:
+    """The invoice got another line: read its lines from the database next time."""
+    _LINES_IN_HAND.pop(invoice, None)
+
+
 def _lines(invoice: Invoice) -> list[InvoiceLine]:
-    """The invoice's lines by position (those just stored, if the caller has them in hand)."""
-    return sorted(invoice.lines.all(), key=lambda line: line.position)
+    kept = _LINES_IN_HAND.get(invoice)
+    if kept is not None:
+        return kept
+    return list(InvoiceLine.objects.filter(invoice=invoice).order_by("position"))
 
 
 def invoice_issued_post(
