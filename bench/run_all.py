@@ -62,6 +62,13 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
         "args": [],
         "quick": ["--nodes", "1000"],
     },
+    "billing_cycle": {
+        "what": "a month's billing cycle (billing_cycle_run, batches billed in one process as one "
+        "worker does) on 10,000 card-hour contracts: invoices/s and SQL statements per invoice "
+        "against one bare SQL aggregate + INSERT ... SELECT writes of the same invoices",
+        "args": [],
+        "quick": ["--contracts", "1000"],
+    },
     "load": {
         "what": "the HTTP API under gunicorn driven by locust (capacity search, lease creation "
         "under contention, usage ingestion): req/s and p50/p95/p99 against bare Django "

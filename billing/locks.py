@@ -30,6 +30,7 @@ from billing.models import (
     TopUp,
     UsageAlertRule,
 )
+from core.memo import memoized
 
 
 def invoice_lock(invoice: Invoice | int) -> Invoice:
@@ -47,8 +48,15 @@ def document_sequence_lock(*, issuer: Organization, series: str, year: int) -> D
 
     Taken last, and held until commit: a rolled-back issue gives its number back (no gaps).
     """
-    DocumentSequence.objects.get_or_create(issuer=issuer, series=series, year=year)
-    return DocumentSequence.objects.select_for_update().get(issuer=issuer, series=series, year=year)
+
+    def locked() -> DocumentSequence:
+        DocumentSequence.objects.get_or_create(issuer=issuer, series=series, year=year)
+        return DocumentSequence.objects.select_for_update().get(
+            issuer=issuer, series=series, year=year
+        )
+
+    # Within a batch of the billing cycle the row stays locked (and in hand) until its commit.
+    return memoized(("document_sequence", issuer.pk, series, year), locked)
 
 
 def stale_runs_lock(

@@ -13,7 +13,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from billing.services.budgets import budgets_evaluate
-from billing.services.cycle import billing_cycle_run
+from billing.services.cycle import billing_cycle_finish, billing_cycle_run
+from billing.services.cycle_batch import billing_batch_run
 from billing.services.delivery import invoice_deliver
 from billing.services.funds_policy import funds_policies_evaluate
 from billing.services.grants import credit_grants_expire
@@ -61,8 +62,27 @@ def ensure_usage_partitions(as_of: str | None = None) -> dict[str, object]:
 
 @shared_task(name="billing.run_cycle", acks_late=True)
 def run_cycle(as_of: str | None = None) -> int:
-    """Beat: draft invoices of ended periods, finalize drafts past grace; returns the run id."""
-    return billing_cycle_run(now=parse_datetime(as_of) if as_of else None).pk
+    """Beat: bill ended periods and drafts past grace, in batches fanned out over the workers
+    (`billing.cycle_batch`); returns the run id."""
+    return billing_cycle_run(now=parse_datetime(as_of) if as_of else None, fan_out=True).pk
+
+
+@shared_task(name="billing.cycle_batch", acks_late=True)
+def cycle_batch(
+    run_id: int, batch: int, contract_ids: list[int], as_of: str, deliver: bool = True
+) -> dict[str, int]:
+    """One batch of a cycle run; the last batch to finish closes the run. Safe to rerun."""
+    now = parse_datetime(as_of)
+    assert now is not None
+    outcome = billing_batch_run(
+        run_id=run_id, batch=batch, contract_ids=contract_ids, now=now, deliver=deliver
+    )
+    billing_cycle_finish(run_id=run_id, deliver=deliver)
+    return {
+        "drafted": len(outcome.drafted),
+        "finalized": len(outcome.finalized),
+        "failures": len(outcome.failures),
+    }
 
 
 @shared_task(

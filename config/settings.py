@@ -392,6 +392,8 @@ STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
 # lands on the next invoice), payment terms, and the tax rate printed on invoices ---
 BILLING_FINALIZE_GRACE_HOURS = env.float("BILLING_FINALIZE_GRACE_HOURS", default=1.0)
 BILLING_PAYMENT_TERMS_DAYS = env.int("BILLING_PAYMENT_TERMS_DAYS", default=30)
+# Contracts billed in one transaction of the cycle (one Celery task when the cycle fans out).
+BILLING_CYCLE_BATCH_SIZE = env.int("BILLING_CYCLE_BATCH_SIZE", default=100)
 BILLING_TAX_RATE_PCT = Decimal(env.str("BILLING_TAX_RATE_PCT", default="0"))
 # --- the marketplace's commission on a provider's pre-tax share of each invoice, in percent,
 # where no per-provider or per-offer rate is set in the admin (billing.CommissionRate) ---

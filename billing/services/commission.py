@@ -23,6 +23,7 @@ from django.db.models import Sum
 from accounts.models import Organization
 from billing.models import CommissionCharge, CommissionRate, CreditNote, Invoice
 from core.errors import SemanticError, ValidationFailed, require_reason
+from core.memo import memoized
 from core.money import money_amount_check, round_money
 from leasing.models import Lease, Offer
 
@@ -62,14 +63,20 @@ def commission_give_back(
 
 def commission_rate_for(invoice: Invoice) -> Rate:
     """The rate of the invoice's offer, else its issuer's, else the marketplace default."""
-    lease = Lease.objects.filter(contract_id=invoice.contract_id).only("offer_id").first()
-    rates = CommissionRate.objects.filter(provider_id=invoice.issuer_id)
+    # The issuer's rates, once per batch of the billing cycle (oldest first, as .first() reads).
+    rates = memoized(
+        ("commission_rates", invoice.issuer_id),
+        lambda: list(CommissionRate.objects.filter(provider_id=invoice.issuer_id).order_by("pk")),
+    )
     found = None
-    if lease is not None:
-        found = rates.filter(offer_id=lease.offer_id).first()
+    if any(rate.offer_id is not None for rate in rates):
+        lease = Lease.objects.filter(contract_id=invoice.contract_id).only("offer_id").first()
+        if lease is not None:
+            found = next((rate for rate in rates if rate.offer_id == lease.offer_id), None)
     source = "offer"
     if found is None:
-        found, source = rates.filter(offer__isnull=True).first(), "provider"
+        found = next((rate for rate in rates if rate.offer_id is None), None)
+        source = "provider"
     if found is None:
         default = Decimal(settings.BILLING_COMMISSION_PCT)
         return Rate(percent=default, minimum=None, source="default")
@@ -77,11 +84,15 @@ def commission_rate_for(invoice: Invoice) -> Rate:
     return Rate(percent=found.percent, minimum=minimum, source=source)
 
 
-def commission_charge_for_invoice(*, invoice: Invoice, base: Decimal) -> CommissionCharge:
-    """The invoice's commission charge, made once at its issue (in the issue's transaction)."""
-    known = CommissionCharge.objects.filter(invoice=invoice, credit_note__isnull=True).first()
-    if known is not None:
-        return known
+def commission_charge_for_invoice(
+    *, invoice: Invoice, base: Decimal, new: bool = False
+) -> CommissionCharge:
+    """The invoice's commission charge, made once at its issue (in the issue's transaction);
+    `new`: the issue is happening now, no charge can exist yet."""
+    if not new:
+        known = CommissionCharge.objects.filter(invoice=invoice, credit_note__isnull=True).first()
+        if known is not None:
+            return known
     rate = commission_rate_for(invoice)
     amount = commission_amount(base=base, rate=rate, currency=invoice.currency)
     minimum = f", at least {rate.minimum} {invoice.currency}" if rate.minimum else ""

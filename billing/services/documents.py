@@ -180,6 +180,16 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
         )
     INVOICE_LIFECYCLE.guard(invoice.status, InvoiceStatus.FINALIZED, label=str(invoice))
     invoice_rate_draft(invoice=invoice, now=now)
+    return invoice_finalize_rated(invoice=invoice, actor=actor, now=now)
+
+
+def invoice_finalize_rated(*, invoice: Invoice, actor: str, now: datetime) -> Invoice:
+    """Finalize a locked draft that was just rated (decisions recorded): draw from the customer's
+    balance, number, move to finalized, post; in the caller's transaction (its contract locked).
+
+    `invoice_finalize` comes here after its re-rating; the billing cycle after the one rating
+    it gives each invoice in a run.
+    """
     drawn = invoice_balance_draw(invoice=invoice, now=now)
     year = now.year
     invoice.sequence_number, invoice.number = _next_number(
@@ -205,7 +215,8 @@ def invoice_finalize(*, invoice: Invoice, actor: str, now: datetime | None = Non
             "drawn_from_balance": drawn,
         },
     )
-    invoice_issued_post(invoice=invoice, actor=actor)
+    # The invoice was a draft until now: nothing of its issue can be posted yet.
+    invoice_issued_post(invoice=invoice, actor=actor, first_issue=True)
     if drawn and invoice.total == 0:
         # Settled in full from the prepaid balance: there is nothing left to collect.
         invoice_transition(

@@ -31,6 +31,8 @@ from billing.models import (
     LineKind,
     grant_subledger,
 )
+from billing.services.postings import lines_in_hand_forget
+from core.memo import memoized
 from core.money import minor_unit, round_money
 
 SCOPE_LINE_KINDS: dict[str, frozenset[str]] = {
@@ -55,6 +57,13 @@ def drawable_grants(
     *, customer_id: int, currency: str, now: datetime
 ) -> list[tuple[CreditGrant, LedgerAccount]]:
     """The customer's live grants in draw-down order, each with its sub-ledger (unlocked)."""
+    # A batch of the billing cycle asks once which customers hold grants at all.
+    holders = memoized(
+        ("grant_holders",),
+        lambda: set(CreditGrant.objects.values_list("customer_id", flat=True).distinct()),
+    )
+    if customer_id not in holders:
+        return []
     grants = list(
         CreditGrant.objects.filter(customer_id=customer_id, currency=currency)
         .filter(expired_at__isnull=True)
@@ -137,6 +146,8 @@ def invoice_balance_draw(*, invoice: Invoice, now: datetime) -> Decimal:
                 "subledger": grant_subledger(grant.pk),
             },
         )
+        # Lines stored with the rating are no longer all of them.
+        lines_in_hand_forget(invoice)
         position += 1
         drawn += take
         left -= take

@@ -18,6 +18,7 @@ from django.utils import timezone
 from billing import rating
 from billing.models import Invoice, InvoiceLine, InvoiceStatus
 from billing.selectors import open_period, period_of, rating_input
+from billing.services.postings import lines_in_hand_keep
 from contracts import engine
 from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.locks import contract_lock
@@ -47,11 +48,18 @@ def _refresh_price_steps(contract: Contract, *, as_of: datetime) -> None:
         contract_index_resets_apply(contract=contract)
 
 
-def _store_lines(invoice: Invoice, rated: rating.RatedInvoice, *, record_decisions: bool) -> None:
-    """Replace a draft's lines with the rated ones; record decisions as events when issuing."""
-    invoice.lines.all().delete()
-    for position, draft in enumerate(rated.lines, start=1):
-        line = InvoiceLine.objects.create(
+def _store_lines(
+    invoice: Invoice, rated: rating.RatedInvoice, *, record_decisions: bool, fresh: bool = False
+) -> None:
+    """Replace a draft's lines with the rated ones; record decisions as events when issuing.
+
+    One DELETE for the old lines (none on a new invoice), one INSERT for the new ones and one
+    for their links to contract events.
+    """
+    if not fresh:
+        invoice.lines.all().delete()
+    lines = InvoiceLine.objects.bulk_create(
+        InvoiceLine(
             invoice=invoice,
             position=position,
             kind=draft.kind,
@@ -66,6 +74,10 @@ def _store_lines(invoice: Invoice, rated: rating.RatedInvoice, *, record_decisio
             service_end=draft.service_end,
             inputs=draft.inputs,
         )
+        for position, draft in enumerate(rated.lines, start=1)
+    )
+    links = []
+    for line, draft in zip(lines, rated.lines, strict=True):
         event_ids = list(draft.event_ids)
         if draft.decision is not None and record_decisions:
             # Keyed by the invoice: a voided and reissued period records its own decision.
@@ -74,8 +86,50 @@ def _store_lines(invoice: Invoice, rated: rating.RatedInvoice, *, record_decisio
                 invoice.contract, draft.decision, actor=ACTOR, dedupe_key=key
             ) or ContractEvent.objects.get(contract=invoice.contract, dedupe_key=key)
             event_ids.append(event.pk)
-        if event_ids:
-            line.events.set(event_ids)
+        links += [
+            InvoiceLine.events.through(invoiceline_id=line.pk, contractevent_id=event_id)
+            for event_id in dict.fromkeys(event_ids)
+        ]
+    if links:
+        InvoiceLine.events.through.objects.bulk_create(links)
+    # The issue posting reads these lines instead of reading them back.
+    lines_in_hand_keep(invoice, lines)
+
+
+def invoice_rated_store(
+    *,
+    invoice: Invoice,
+    rated: rating.RatedInvoice,
+    period_end: datetime,
+    now: datetime,
+    record_decisions: bool,
+    save: bool = True,
+    fresh: bool = False,
+) -> Invoice:
+    """Store a rating on a locked draft: its lines, then its totals (saved unless `save` is off,
+    for a caller that saves them with its own update; `fresh`: a new invoice, no old lines)."""
+    _store_lines(invoice, rated, record_decisions=record_decisions, fresh=fresh)
+    invoice.period_end = period_end
+    invoice.subtotal = rated.subtotal.amount
+    invoice.taxable_amount = rated.taxable_amount.amount
+    invoice.tax = rated.tax.amount
+    invoice.total = rated.total.amount
+    invoice.rated_at = now
+    if save:
+        invoice.save(update_fields=RATED_FIELDS)
+    return invoice
+
+
+# The fields a rating sets on an invoice.
+RATED_FIELDS = [
+    "period_end",
+    "subtotal",
+    "taxable_amount",
+    "tax",
+    "total",
+    "rated_at",
+    "updated_at",
+]
 
 
 def invoice_rate_draft(
@@ -97,23 +151,12 @@ def invoice_rate_draft(
             contract, period=period, now=now, tax_rate_pct=invoice.tax_rate_pct, invoice=invoice
         )
     )
-    _store_lines(invoice, rated, record_decisions=record_decisions)
-    invoice.period_end = period.end
-    invoice.subtotal = rated.subtotal.amount
-    invoice.taxable_amount = rated.taxable_amount.amount
-    invoice.tax = rated.tax.amount
-    invoice.total = rated.total.amount
-    invoice.rated_at = now
-    invoice.save(
-        update_fields=[
-            "period_end",
-            "subtotal",
-            "taxable_amount",
-            "tax",
-            "total",
-            "rated_at",
-            "updated_at",
-        ]
+    invoice_rated_store(
+        invoice=invoice,
+        rated=rated,
+        period_end=period.end,
+        now=now,
+        record_decisions=record_decisions,
     )
     return invoice
 

@@ -21,6 +21,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import Q
+
 from accounts.models import Organization
 from billing.models import (
     MARKETPLACE_KINDS,
@@ -36,6 +38,7 @@ from billing.models import (
 )
 from contracts.services import json_value
 from core.errors import SemanticError
+from core.memo import memoized, remember
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +66,36 @@ def ledger_account(
         )
     # None (the marketplace) is a value of the lookup, not "any".
     owner: dict[str, Any] = {"organization_id": organization_id}
-    account, _ = LedgerAccount.objects.get_or_create(
-        **owner,
-        currency=currency,
-        kind=kind,
-        subledger=subledger,
-        defaults={"may_go_negative": kind not in NON_NEGATIVE_KINDS},
+
+    def opened() -> LedgerAccount:
+        account, _ = LedgerAccount.objects.get_or_create(
+            **owner,
+            currency=currency,
+            kind=kind,
+            subledger=subledger,
+            defaults={"may_go_negative": kind not in NON_NEGATIVE_KINDS},
+        )
+        return account
+
+    # An account, once open, stays: a batch of the billing cycle looks each one up once.
+    return memoized(("ledger_account", organization_id, currency, kind, subledger), opened)
+
+
+def ledger_accounts_remember(*, organization_ids: Iterable[int]) -> None:
+    """In a batch memo: read the open accounts of these organizations and of the marketplace in
+    one query, so that `ledger_account` finds each without a query of its own."""
+    accounts = LedgerAccount.objects.filter(
+        Q(organization_id__in=sorted(set(organization_ids))) | Q(organization__isnull=True)
     )
-    return account
+    for account in accounts:
+        key = (
+            "ledger_account",
+            account.organization_id,
+            account.currency,
+            account.kind,
+            account.subledger,
+        )
+        remember(key, account)
 
 
 def _unbalanced(legs: Iterable[Leg]) -> dict[str, Decimal]:
@@ -96,16 +121,19 @@ def ledger_post(
     payout: Payout | None = None,
     credit_grant: CreditGrant | None = None,
     reverses: LedgerTransaction | None = None,
+    new: bool = False,
 ) -> tuple[LedgerTransaction, bool]:
     """Post one balanced transaction once; (the transaction, whether it was posted now).
 
     Zero legs are left out (an entry is never 0); a document whose amounts are all zero is still
     posted, as a transaction without entries, so it is seen to be posted. Runs in the caller's
-    transaction.
+    transaction. `new`: the caller knows the key cannot be posted yet (the document is issued in
+    this transaction); the lookup is skipped and the unique key stays the last word.
     """
-    existing = LedgerTransaction.objects.filter(dedupe_key=dedupe_key).first()
-    if existing is not None:
-        return existing, False
+    if not new:
+        existing = LedgerTransaction.objects.filter(dedupe_key=dedupe_key).first()
+        if existing is not None:
+            return existing, False
     kept = [leg for leg in legs if leg.amount != 0]
     unbalanced = _unbalanced(kept)
     if unbalanced:

@@ -17,6 +17,7 @@ are paid from the customer's prepaid balance: each is debited to its grant's sub
 from __future__ import annotations
 
 from decimal import Decimal
+from weakref import WeakKeyDictionary
 
 from django.db.models import Q, Sum
 
@@ -61,18 +62,44 @@ def credit_note_key(note: CreditNote | int) -> str:
     return f"credit_note:{note if isinstance(note, int) else note.pk}:issued"
 
 
+# Lines just stored for an invoice (by its rating), so its issue posting need not read them back;
+# whatever adds a line afterwards (a balance draw) forgets them.
+_LINES_IN_HAND: WeakKeyDictionary[Invoice, list[InvoiceLine]] = WeakKeyDictionary()
+
+
+def lines_in_hand_keep(invoice: Invoice, lines: list[InvoiceLine]) -> None:
+    """Remember the lines just stored as all of the invoice's lines."""
+    _LINES_IN_HAND[invoice] = sorted(lines, key=lambda line: line.position)
+
+
+def lines_in_hand_forget(invoice: Invoice) -> None:
+    """The invoice got another line: read its lines from the database next time."""
+    _LINES_IN_HAND.pop(invoice, None)
+
+
 def _lines(invoice: Invoice) -> list[InvoiceLine]:
+    kept = _LINES_IN_HAND.get(invoice)
+    if kept is not None:
+        return kept
     return list(InvoiceLine.objects.filter(invoice=invoice).order_by("position"))
 
 
-def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
+def invoice_issued_post(
+    *, invoice: Invoice, actor: str, first_issue: bool = False
+) -> LedgerTransaction:
     """Dr the customer's receivable (and its outside prepayment for draws); Cr the provider's
-    pending share line by line and its tax."""
+    pending share line by line and its tax.
+
+    `first_issue`: the caller moved the invoice from draft to finalized in this transaction, so
+    nothing of its issue is posted or charged yet (the unique dedupe key stays the last word);
+    the lookups for an earlier posting and commission charge are skipped.
+    """
     if invoice.issued_at is None:
         raise Conflict(f"Invoice {invoice} is not issued.", code="invoice_not_issued")
-    known = LedgerTransaction.objects.filter(dedupe_key=issued_key(invoice)).first()
-    if known is not None:  # posted: its commission was charged then (or before commission)
-        return known
+    if not first_issue:
+        known = LedgerTransaction.objects.filter(dedupe_key=issued_key(invoice)).first()
+        if known is not None:  # posted: its commission was charged then (or before commission)
+            return known
     currency = invoice.currency
     receivable = ledger_account(
         organization=invoice.customer_id, currency=currency, kind=AccountKind.CUSTOMER_RECEIVABLE
@@ -81,7 +108,8 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
         organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_PENDING
     )
     legs = [Leg(receivable, invoice.total, f"amount due on {invoice.number}")]
-    for line in _lines(invoice):
+    lines = _lines(invoice)
+    for line in lines:
         if line.kind == LineKind.BALANCE_DRAW:
             grant = ledger_account(
                 organization=invoice.customer_id,
@@ -104,7 +132,11 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
             organization=invoice.issuer_id, currency=currency, kind=AccountKind.PROVIDER_TAX
         )
         legs.append(Leg(tax, -invoice.tax, f"tax on {invoice.number}"))
-    charge = commission_charge_for_invoice(invoice=invoice, base=provider_share(invoice))
+    # provider_share(invoice), from the lines in hand.
+    share = sum(
+        (line.amount for line in lines if line.kind not in SETTLEMENT_LINE_KINDS), Decimal(0)
+    )
+    charge = commission_charge_for_invoice(invoice=invoice, base=share, new=first_issue)
     legs += commission_legs(
         provider=invoice.issuer_id,
         share_kind=AccountKind.PROVIDER_PENDING,
@@ -130,6 +162,7 @@ def invoice_issued_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
             "commission_rule": charge.explanation,
         },
         invoice=invoice,
+        new=first_issue,
     )
     return posted
 

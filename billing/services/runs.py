@@ -10,13 +10,14 @@ marks it abandoned, and the next run records that it took over (`picked_up_by` o
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from billing.locks import abandoned_runs_lock, stale_runs_lock
@@ -84,6 +85,47 @@ def billing_run_open(
 def billing_run_record(*, run: BillingRun, fields: list[str]) -> None:
     """Write the run's progress, inside the transaction of the work it counts."""
     run.save(update_fields=fields)
+
+
+# Adds a batch's counts and invoice ids to a cycle run's row, unless that batch was counted
+# already (a redelivered task): one statement, so batches running at once never lose a count.
+RUN_ADD_SQL = """
+UPDATE billing_billingrun SET
+    drafts_created = drafts_created + %(drafted)s,
+    finalized = finalized + %(finalized)s,
+    failures = failures || %(failures)s::jsonb,
+    summary = summary || jsonb_build_object(
+        'drafts', coalesce(summary->'drafts', '[]'::jsonb) || %(drafts)s::jsonb,
+        'finalized', coalesce(summary->'finalized', '[]'::jsonb) || %(finalized_ids)s::jsonb,
+        'batches_done', coalesce(summary->'batches_done', '[]'::jsonb) || %(batch)s::jsonb
+    )
+WHERE id = %(run)s AND NOT coalesce(summary->'batches_done', '[]'::jsonb) @> %(batch)s::jsonb
+"""
+
+
+def billing_run_add(
+    *,
+    run_id: int,
+    batch: int,
+    drafted: list[int],
+    finalized: list[int],
+    failures: list[dict[str, str]],
+) -> bool:
+    """Count one batch of a cycle run, inside the batch's transaction; False if counted before."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            RUN_ADD_SQL,
+            {
+                "run": run_id,
+                "batch": json.dumps([batch]),
+                "drafted": len(drafted),
+                "finalized": len(finalized),
+                "failures": json.dumps(failures),
+                "drafts": json.dumps(drafted),
+                "finalized_ids": json.dumps(finalized),
+            },
+        )
+        return bool(cursor.rowcount)
 
 
 def billing_run_complete(*, run: BillingRun, fields: list[str]) -> BillingRun:

@@ -206,9 +206,8 @@ def test_two_cycles_at_once_make_one_invoice_per_period(
 def test_two_cycles_at_once_each_log_only_the_invoices_they_finalized(
     leases: list[Lease], provider: Organization
 ) -> None:
-    # Both runs draft, then meet in finalization: one holds the first draft (and its contract)
-    # and waits for the number, the other waits for that draft's contract. Both then hold the
-    # same eight drafts in hand.
+    # Both runs plan the same batch: one locks its contracts, drafts the first period and waits
+    # for the number, the other waits for the contracts. The second then finds everything billed.
     sequence = DocumentSequence.objects.create(
         issuer=provider, series=NumberSeries.INVOICE, year=2026
     )
@@ -264,8 +263,8 @@ def test_a_worker_killed_inside_finalization_leaves_no_duplicate_and_no_gap(
     sequence = DocumentSequence.objects.create(
         issuer=provider, series=NumberSeries.INVOICE, year=2026
     )
-    # Another transaction holds the issuer's number: the worker drafts every period, then
-    # blocks inside the first finalization, waiting for the sequence row.
+    # Another transaction holds the issuer's number: the worker's batch locks both contracts,
+    # drafts the first period and blocks inside its finalization, waiting for the sequence row.
     holder = hold_number_row(sequence)
     for folder in ("queue", "processed", "control", "results"):
         (tmp_path / folder).mkdir()
@@ -298,8 +297,7 @@ def test_a_worker_killed_inside_finalization_leaves_no_duplicate_and_no_gap(
     )
     try:
         sender_for(tmp_path).send_task("billing.run_cycle", args=[AS_OF.isoformat()])
-        drafts = Invoice.objects.filter(issuer=provider, status=InvoiceStatus.DRAFT)
-        blocked = wait_for(lambda: drafts.count() == 8 and sessions_waiting_on(NUMBER_QUERY) == 1)
+        blocked = wait_for(lambda: sessions_waiting_on(NUMBER_QUERY) == 1)
         assert blocked, (tmp_path / "worker.log").read_text()[-3000:]
         worker.send_signal(signal.SIGKILL)
         assert worker.wait(timeout=10) == -signal.SIGKILL
@@ -310,27 +308,27 @@ def test_a_worker_killed_inside_finalization_leaves_no_duplicate_and_no_gap(
         log.close()
         holder.rollback()
         holder.close()
-    # The killed worker's session dies with its transaction; nothing of the finalization stays.
+    # The killed worker's session dies with its transaction; nothing of the batch stays.
     assert wait_for(lambda: sessions_waiting_on(NUMBER_QUERY) == 0, seconds=20)
-    assert drafts.count() == 8
+    assert not Invoice.objects.filter(issuer=provider).exists()
     sequence.refresh_from_db()
     assert sequence.last_number == 0
 
-    # The killed run's row says what it committed: all eight drafts, nothing finalized.
+    # The killed run's row says what it committed: nothing (its one batch rolled back).
     # (Celery reads CELERY_BROKER_URL from the environment before its configuration: on a suite
     # run against Redis, the worker may first take cycle tasks other tests left queued, whose
     # runs complete; the killed run is the one still open.)
     killed = BillingRun.objects.get(kind="cycle", outcome="running")
-    assert (killed.outcome, killed.drafts_created, killed.finalized) == ("running", 8, 0)
-    assert sorted(killed.summary["drafts"]) == sorted(drafts.values_list("pk", flat=True))
+    assert (killed.outcome, killed.drafts_created, killed.finalized) == ("running", 0, 0)
+    assert killed.summary["drafts"] == []
 
     # The next hourly run, once the killed run is past the timeout, marks it abandoned and
-    # says that it took over: the eight finalizations the killed run was due to do.
+    # says that it took over: the eight invoices the killed run was due to make and issue.
     with time_machine.travel(killed.started_at + run_timeout() + timedelta(minutes=1)):
         rerun = billing_cycle_run(now=AS_OF, deliver=False)
-    assert (rerun.drafts_created, rerun.finalized, rerun.picked_up) == (0, 8, 8)
+    assert (rerun.drafts_created, rerun.finalized, rerun.picked_up) == (8, 8, 8)
     assert rerun.summary["picked_up_from"] == [killed.pk]
-    assert sorted(rerun.summary["picked_up"]) == sorted(killed.summary["drafts"])
+    assert sorted(rerun.summary["picked_up"]) == sorted(i.pk for i in live_invoices(provider))
     killed.refresh_from_db()
     assert (killed.outcome, killed.picked_up_by) == ("abandoned", rerun)
     assert killed.finished_at is not None
@@ -355,7 +353,7 @@ def test_a_rerun_after_everything_is_billed_changes_nothing(
     again = cycle(AS_OF + timedelta(hours=1))
     assert snapshot(provider) == billed
     assert (again.drafts_created, again.finalized, again.failures) == (0, 0, [])
-    assert again.summary == {"drafts": [], "finalized": []}
+    assert again.summary == {"drafts": [], "finalized": [], "batches": 0}
     assert BillingRun.objects.count() == 2
 
 

@@ -75,16 +75,15 @@ def assert_same_as_undisturbed(
 @TRANSACTIONAL
 @pytest.mark.worker
 @pytest.mark.parametrize(
-    ("phase", "nth_line_insert", "drafts_and_numbers_at_the_kill"),
+    ("phase", "stalled_table"),
     [
-        pytest.param("drafting", 1, (3, 0), id="drafting"),
-        pytest.param("finalizing", 2, (4, 3), id="finalizing"),
+        pytest.param("drafting", "billing_invoiceline", id="drafting"),
+        pytest.param("finalizing", "billing_invoiceevent", id="finalizing"),
     ],
 )
 def test_a_worker_killed_while_billing_an_invoice_bills_as_an_undisturbed_run(
     phase: str,
-    nth_line_insert: int,
-    drafts_and_numbers_at_the_kill: tuple[int, int],
+    stalled_table: str,
     private_redis: RedisServer,
     held_stripe: HeldStripe,
     start_worker: StartWorker,
@@ -96,17 +95,18 @@ def test_a_worker_killed_while_billing_an_invoice_bills_as_an_undisturbed_run(
     wait_delivered(undisturbed)
 
     disturbed = scenario(f"kill-{phase}")
-    # The second lease's February invoice, the last of the run: its line is written once when
-    # its draft is made (after three other drafts) and again when finalization re-rates it
-    # (after three other invoices took numbers 1 to 3).
-    last = disturbed.line_insert_of(lease=1, month=2)
-    with StalledInserts("billing_invoiceline", last, nth=nth_line_insert) as stall:
+    # The second lease's February invoice, the last of the run: its line is written when its
+    # draft is made, its finalization event when it is issued (three other invoices took numbers
+    # 1 to 3 before it). The four invoices are one batch, one transaction: nothing is committed
+    # at the kill.
+    last = disturbed.line_insert_of(lease=1, month=2)  # a condition on NEW.invoice_id
+    with StalledInserts(stalled_table, last) as stall:
         run_cycle(private_redis)
         stall.wait_stalled()
         worker.kill()
         made = Invoice.objects.filter(issuer=disturbed.provider)
         numbered = made.filter(sequence_number__isnull=False)
-        assert (made.count(), numbered.count()) == drafts_and_numbers_at_the_kill
+        assert (made.count(), numbered.count()) == (0, 0)
         # The killed worker's server session still waits in the trigger with its transaction
         # open (PostgreSQL notices a dead client only when it next writes to it): the new
         # worker's rerun must wait for the dead run's row locks, then go on once they go.
@@ -142,16 +142,17 @@ def test_a_worker_killed_mid_cycle_leaves_an_abandoned_run_that_the_next_run_acc
     wait_delivered(undisturbed)
 
     disturbed = scenario("kill-abandon")
-    # The worker dies in the fourth and last draft of the run, three drafts committed.
+    # The worker dies in the fourth and last draft of the run: its batch (all four invoices, one
+    # transaction) has committed nothing.
     with StalledInserts("billing_invoiceline", disturbed.line_insert_of(lease=1, month=2)) as stall:
         run_cycle(private_redis)
         stall.wait_stalled()
         worker.kill()
         killed = BillingRun.objects.filter(kind=BillingRunKind.CYCLE).latest("pk")
         committed = Invoice.objects.filter(issuer=disturbed.provider)
-        # Its row says what it committed, not 0: the count is written with each draft.
+        # Its row says what it committed: the counts are written with each batch.
         assert (killed.outcome, killed.finished_at) == (BillingRunOutcome.RUNNING, None)
-        assert (killed.drafts_created, killed.finalized) == (3, 0)
+        assert (killed.drafts_created, killed.finalized) == (0, 0)
         assert sorted(killed.summary["drafts"]) == sorted(committed.values_list("pk", flat=True))
         # While it is open, /metrics shows it running, not as a run without failure.
         samples = scrape(client)
@@ -175,9 +176,9 @@ def test_a_worker_killed_mid_cycle_leaves_an_abandoned_run_that_the_next_run_acc
     rerun = BillingRun.objects.get(kind=BillingRunKind.CYCLE, picked_up_from=killed)
     assert killed.outcome == BillingRunOutcome.ABANDONED
     assert killed.finished_at is not None
-    assert (killed.drafts_created, killed.finalized) == (3, 0)
+    assert (killed.drafts_created, killed.finalized) == (0, 0)
     # The rerun counts only its own share, and says what it took over from whom.
-    assert (rerun.outcome, rerun.drafts_created, rerun.finalized) == ("completed", 1, 4)
+    assert (rerun.outcome, rerun.drafts_created, rerun.finalized) == ("completed", 4, 4)
     assert rerun.summary["picked_up_from"] == [killed.pk]
     live = [invoice.pk for invoice in disturbed.invoices()]
     assert sorted(rerun.summary["picked_up"]) == sorted(live)
