@@ -128,18 +128,20 @@ class ResaleStatus(models.TextChoices):
     SOLD = "sold", "Sold"
     WITHDRAWN = "withdrawn", "Withdrawn by the seller"
     CANCELLED = "cancelled", "Cancelled (the parent lease ended before the window)"
+    EXPIRED = "expired", "Expired (its window began unsold)"
 
 
 RESALE_TRANSITIONS: dict[str, frozenset[str]] = {
     ResaleStatus.PENDING_CONSENT: frozenset(
-        {ResaleStatus.OPEN, ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED}
+        {ResaleStatus.OPEN, ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED, ResaleStatus.EXPIRED}
     ),
     ResaleStatus.OPEN: frozenset(
-        {ResaleStatus.SOLD, ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED}
+        {ResaleStatus.SOLD, ResaleStatus.WITHDRAWN, ResaleStatus.CANCELLED, ResaleStatus.EXPIRED}
     ),
     ResaleStatus.SOLD: frozenset(),
     ResaleStatus.WITHDRAWN: frozenset(),
     ResaleStatus.CANCELLED: frozenset(),
+    ResaleStatus.EXPIRED: frozenset(),
 }
 UNSOLD_RESALE_STATUSES = frozenset({ResaleStatus.PENDING_CONSENT, ResaleStatus.OPEN})
 

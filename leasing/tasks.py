@@ -12,6 +12,7 @@ from leasing.services.acceptance import acceptance_claims_resolve
 from leasing.services.allocation import expired_holds_release
 from leasing.services.changes import leases_end_due, preemptions_execute
 from leasing.services.market_index import marketplace_index_compute
+from leasing.services.resale import resale_listings_expire
 
 
 @shared_task(name="leasing.expire_holds")
@@ -36,6 +37,12 @@ def resolve_acceptance_claims() -> int:
 def execute_preemptions() -> int:
     """End or shrink the interruptible leases whose preemption cut has passed."""
     return preemptions_execute(now=timezone.now())
+
+
+@shared_task(name="leasing.expire_resale_listings")
+def expire_resale_listings() -> int:
+    """Expire unsold resale listings whose window has begun, releasing their GPU-time."""
+    return resale_listings_expire(now=timezone.now())
 
 
 @shared_task(name="leasing.fix_marketplace_index")  # queue: CELERY_TASK_ROUTES (default)

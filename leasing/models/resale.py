@@ -55,7 +55,7 @@ class ResaleListing(models.Model):
     )
     sold_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(
-        null=True, blank=True, help_text="When it was withdrawn or cancelled."
+        null=True, blank=True, help_text="When it was withdrawn, cancelled or expired."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -32,6 +32,7 @@ from core.text import counted
 from leasing.admission import Admission, admit
 from leasing.choices import (
     RESALE_TRANSITIONS,
+    UNSOLD_RESALE_STATUSES,
     LeaseEventKind,
     LeaseStatus,
     PricingMode,
@@ -217,6 +218,31 @@ def resale_listing_withdraw(
     old = _status_move(listing, ResaleStatus.WITHDRAWN)
     listing_close(listing, lease=lease, old_status=old, actor=actor, now=now, reason="withdrawn")
     return listing
+
+
+def resale_listings_expire(*, now: datetime | None = None) -> int:
+    """Expire the unsold listings (open or awaiting consent) whose window has begun: their
+    GPU-time returns to the seller, as on a withdrawal. Idempotent; returns how many expired."""
+    now = now or timezone.now()
+    due = ResaleListing.objects.filter(status__in=UNSOLD_RESALE_STATUSES, start__lte=now)
+    expired = 0
+    for pk, lease_id in due.order_by("pk").values_list("pk", "parent_lease_id"):
+        with transaction.atomic():
+            lease = lease_lock(lease_id)
+            listing = resale_listing_lock(pk)
+            if listing.status not in UNSOLD_RESALE_STATUSES or listing.start > now:
+                continue  # sold or closed meanwhile
+            old = _status_move(listing, ResaleStatus.EXPIRED)
+            listing_close(
+                listing,
+                lease=lease,
+                old_status=old,
+                actor="system:resale",
+                now=now,
+                reason="expired unsold (its window began)",
+            )
+            expired += 1
+    return expired
 
 
 @transaction.atomic

@@ -388,5 +388,7 @@ class QuoteBatchSerializer(serializers.Serializer[Any]):
 
     quotes = QuoteSerializer(many=True)
     resale = ResaleOfferSerializer(
-        many=True, help_text="Open resale listings covering the quoted window (offer_type resale)."
+        many=True,
+        help_text="Open resale listings covering the quoted window (offer_type resale); "
+        "with no ordinary capacity they answer alone (`quotes` empty).",
     )

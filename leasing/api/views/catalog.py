@@ -7,6 +7,7 @@ Every write goes through leasing.services.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -51,7 +52,7 @@ from leasing.api.serializers.catalog import (
 from leasing.api.serializers.resale import ResaleOfferSerializer
 from leasing.choices import PricingMode
 from leasing.models import Offer, Quote, SlaOffering
-from leasing.selectors.resale import resale_offers
+from leasing.selectors.resale import ResaleOffer, resale_offers
 from leasing.services.offers import (
     offer_create,
     offer_delete,
@@ -60,7 +61,7 @@ from leasing.services.offers import (
     sla_offering_delete,
     sla_offering_update,
 )
-from leasing.services.quotes import QuoteRequest, quote_create
+from leasing.services.quotes import NoCapacity, QuoteRequest, quote_create
 
 
 def _provider_for(caller: Caller, slug: str | None) -> Organization:
@@ -334,6 +335,28 @@ class QuoteViewSet(
     def get_permissions(self) -> list[BasePermission]:
         return [HasOrganizationScope()]
 
+    @staticmethod
+    def _resale_for(request: QuoteRequest, caller_id: int, now: datetime) -> list[ResaleOffer]:
+        """Open resale listings that serve the request's whole window (cheapest first)."""
+        window = selectors.window_resolve(
+            start=request.start,
+            end=request.end,
+            hours=request.hours,
+            term_months=request.term_months,
+            pricing_mode=request.pricing_mode,
+            now=now,
+        )
+        return resale_offers(
+            start=window.start,
+            end=window.end,
+            now=now,
+            gpu_models=[request.gpu_model],
+            min_gpus=request.gpu_count,
+            currency=request.currency,
+            price_lte=request.max_price_per_gpu_hour,
+            exclude_organization_id=caller_id,
+        )
+
     @extend_schema(request=QuoteRequestSerializer, responses={201: QuoteBatchSerializer})
     @idempotent
     def create(self, request: Request) -> Response:
@@ -344,22 +367,27 @@ class QuoteViewSet(
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         now = timezone.now()
-        quotes = quote_create(
-            customer=caller.organization,
-            request=QuoteRequest(
-                gpu_model=data["gpu_model"].strip().lower(),
-                gpu_count=data["gpu_count"],
-                start=data["start"],
-                end=data.get("end"),
-                hours=data.get("hours"),
-                term_months=data.get("term_months"),
-                pricing_mode=data["pricing_mode"],
-                country=(data.get("country") or "").upper() or None,
-                max_price_per_gpu_hour=data.get("max_price_per_gpu_hour"),
-                currency=data.get("currency") or None,
-            ),
-            now=now,
+        quote_request = QuoteRequest(
+            gpu_model=data["gpu_model"].strip().lower(),
+            gpu_count=data["gpu_count"],
+            start=data["start"],
+            end=data.get("end"),
+            hours=data.get("hours"),
+            term_months=data.get("term_months"),
+            pricing_mode=data["pricing_mode"],
+            country=(data.get("country") or "").upper() or None,
+            max_price_per_gpu_hour=data.get("max_price_per_gpu_hour"),
+            currency=data.get("currency") or None,
         )
+        try:
+            quotes = quote_create(customer=caller.organization, request=quote_request, now=now)
+        except NoCapacity:
+            # No ordinary capacity: open resale listings of the whole window still answer.
+            resale = self._resale_for(quote_request, caller.organization.pk, now)
+            if not resale:
+                raise
+            body = {"quotes": [], "resale": ResaleOfferSerializer(resale, many=True).data}
+            return Response(body, status=status.HTTP_201_CREATED)
         rank = {quote.pk: position for position, quote in enumerate(quotes)}  # cheapest first
         fresh = sorted(
             selectors.quotes_of(caller=caller).filter(pk__in=rank), key=lambda q: rank[q.pk]
