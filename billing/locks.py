@@ -12,7 +12,7 @@ each invoice's transaction).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
 from accounts.models import Organization
 from billing.models import (
@@ -29,8 +29,19 @@ from billing.models import (
     ProviderStatement,
     TopUp,
     UsageAlertRule,
+    UsageArchive,
 )
 from core.memo import memoized
+
+
+def billing_run_lock(run_id: int) -> BillingRun:
+    """Re-read a billing run under its row lock: its batches are counted in one at a time."""
+    return BillingRun.objects.select_for_update().get(pk=run_id)
+
+
+def usage_archive_lock(month: date) -> UsageArchive | None:
+    """The archive of a month of usage under its row lock, if the month is archived."""
+    return UsageArchive.objects.select_for_update().filter(month=month).first()
 
 
 def invoice_lock(invoice: Invoice | int) -> Invoice:

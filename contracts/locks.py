@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import connection
+from django.db.models import QuerySet
 
 from contracts.models import Contract
 
@@ -19,6 +20,11 @@ def contract_lock(contract: Contract | int) -> Contract:
     """Re-read one contract under its row lock; every state change of a contract starts here."""
     pk = contract if isinstance(contract, int) else contract.pk
     return Contract.objects.select_for_update(no_key=True).get(pk=pk)
+
+
+def contracts_lock(contracts: QuerySet[Contract]) -> QuerySet[Contract]:
+    """Contracts under their row locks, taken in pk order (a billing batch's contracts)."""
+    return contracts.select_for_update(no_key=True, of=("self",)).order_by("pk")
 
 
 def contracts_share_lock(contract_ids: Iterable[int]) -> list[int]:

@@ -36,6 +36,7 @@ from billing.selectors.periods import (
 )
 from contracts import engine
 from contracts.choices import EventKind, PricingBasis
+from contracts.locks import contracts_lock
 from contracts.models import Contract, ContractEvent
 from contracts.selectors import RATE_EVENT_KINDS, contract_terms
 from core.money import Money
@@ -78,10 +79,9 @@ def batch_facts_lock(contract_ids: Iterable[int]) -> BatchFacts:
     ids = sorted(set(contract_ids))
     contracts = {
         contract.pk: contract
-        for contract in Contract.objects.select_for_update(no_key=True, of=("self",))
-        .filter(pk__in=ids)
-        .order_by("pk")
-        .prefetch_related("clauses")
+        for contract in contracts_lock(Contract.objects.filter(pk__in=ids)).prefetch_related(
+            "clauses"
+        )
     }
     live_invoices: dict[int, list[Invoice]] = defaultdict(list)
     for invoice in (

@@ -31,7 +31,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from billing.locks import invoice_lock
+from billing.locks import billing_run_lock, invoice_lock
 from billing.models import (
     BillingRun,
     BillingRunKind,
@@ -241,7 +241,7 @@ def billing_cycle_finish(*, run_id: int, deliver: bool = True) -> BillingRun | N
 
     Called after every batch (the last one closes the run); a second call finds it closed.
     """
-    run = BillingRun.objects.select_for_update().get(pk=run_id)
+    run = billing_run_lock(run_id)
     summary: dict[str, Any] = run.summary
     if run.outcome == BillingRunOutcome.COMPLETED or "finished_after_abandoned_at" in summary:
         return run

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 
+from billing.locks import usage_archive_lock
 from billing.models import ISSUED_STATUSES, Invoice, InvoiceStatus, UsageArchive
 from billing.services.partitions import (
     PARENT,
@@ -311,7 +312,7 @@ def _decompressed_chunks(path: Path) -> Iterator[bytes]:
 @transaction.atomic
 def usage_month_restore(*, month: date) -> int:
     """Load an archived month back into a partition of its own; returns the rows restored."""
-    archive = UsageArchive.objects.select_for_update().filter(month=month).first()
+    archive = usage_archive_lock(month)
     if archive is None:
         raise NotFound(f"Usage of {month:%Y-%m} is not archived.", code="usage_month_not_archived")
     path = Path(archive.path)
