@@ -12,7 +12,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponseBase
 from rest_framework.permissions import SAFE_METHODS
 
-from core.db_routing import current_principal, writes_pin
+from core.db_routing import current_principal, replica_alias, writes_pin
 from core.logging import organization_var, request_context
 
 HEADER = "X-Request-ID"
@@ -88,7 +88,8 @@ class ReadYourWritesMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
-        if request.method not in SAFE_METHODS:
+        # Without a replica there is nothing to pin: no cache write on the write paths.
+        if request.method not in SAFE_METHODS and replica_alias() is not None:
             principal = current_principal()
             if principal is not None:
                 writes_pin(principal=principal)
