@@ -33,6 +33,7 @@ from leasing.selectors import (
     capacity_search,
     window_resolve,
 )
+from leasing.selectors.resale import ResaleOffer, resale_offers
 
 DEFAULT_QUOTE_TTL_MINUTES = 15
 MAX_QUOTES = 3
@@ -308,3 +309,28 @@ def quote_create(
         )
     with transaction.atomic():
         return Quote.objects.bulk_create(quotes)
+
+
+def quote_resale_offers(
+    request: QuoteRequest, *, customer_id: int, now: datetime
+) -> list[ResaleOffer]:
+    """Open resale listings, not the customer's own, that serve the request's whole window
+    (cheapest first): what a quote with no ordinary capacity still offers."""
+    window = window_resolve(
+        start=request.start,
+        end=request.end,
+        hours=request.hours,
+        term_months=request.term_months,
+        pricing_mode=request.pricing_mode,
+        now=now,
+    )
+    return resale_offers(
+        start=window.start,
+        end=window.end,
+        now=now,
+        gpu_models=[request.gpu_model],
+        min_gpus=request.gpu_count,
+        currency=request.currency,
+        price_lte=request.max_price_per_gpu_hour,
+        exclude_organization_id=customer_id,
+    )

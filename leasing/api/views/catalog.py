@@ -7,7 +7,6 @@ Every write goes through leasing.services.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -52,7 +51,7 @@ from leasing.api.serializers.catalog import (
 from leasing.api.serializers.resale import ResaleOfferSerializer
 from leasing.choices import PricingMode
 from leasing.models import Offer, Quote, SlaOffering
-from leasing.selectors.resale import ResaleOffer, resale_offers
+from leasing.selectors.resale import resale_offers
 from leasing.services.offers import (
     offer_create,
     offer_delete,
@@ -61,7 +60,12 @@ from leasing.services.offers import (
     sla_offering_delete,
     sla_offering_update,
 )
-from leasing.services.quotes import NoCapacity, QuoteRequest, quote_create
+from leasing.services.quotes import (
+    NoCapacity,
+    QuoteRequest,
+    quote_create,
+    quote_resale_offers,
+)
 
 
 def _provider_for(caller: Caller, slug: str | None) -> Organization:
@@ -335,28 +339,6 @@ class QuoteViewSet(
     def get_permissions(self) -> list[BasePermission]:
         return [HasOrganizationScope()]
 
-    @staticmethod
-    def _resale_for(request: QuoteRequest, caller_id: int, now: datetime) -> list[ResaleOffer]:
-        """Open resale listings that serve the request's whole window (cheapest first)."""
-        window = selectors.window_resolve(
-            start=request.start,
-            end=request.end,
-            hours=request.hours,
-            term_months=request.term_months,
-            pricing_mode=request.pricing_mode,
-            now=now,
-        )
-        return resale_offers(
-            start=window.start,
-            end=window.end,
-            now=now,
-            gpu_models=[request.gpu_model],
-            min_gpus=request.gpu_count,
-            currency=request.currency,
-            price_lte=request.max_price_per_gpu_hour,
-            exclude_organization_id=caller_id,
-        )
-
     @extend_schema(request=QuoteRequestSerializer, responses={201: QuoteBatchSerializer})
     @idempotent
     def create(self, request: Request) -> Response:
@@ -383,7 +365,7 @@ class QuoteViewSet(
             quotes = quote_create(customer=caller.organization, request=quote_request, now=now)
         except NoCapacity:
             # No ordinary capacity: open resale listings of the whole window still answer.
-            resale = self._resale_for(quote_request, caller.organization.pk, now)
+            resale = quote_resale_offers(quote_request, customer_id=caller.organization.pk, now=now)
             if not resale:
                 raise
             body = {"quotes": [], "resale": ResaleOfferSerializer(resale, many=True).data}
