@@ -66,6 +66,7 @@ from billing.models.payouts import (
     PayoutStatus,
     ProviderStatement,
 )
+from billing.models.resale import ResaleProceeds
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -124,6 +125,7 @@ __all__ = [
     "PayoutStatus",
     "ProviderStatement",
     "Refund",
+    "ResaleProceeds",
     "StripeCustomer",
     "StripeEvent",
     "TopUp",
