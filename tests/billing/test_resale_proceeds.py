@@ -27,6 +27,7 @@ from billing.models import (
 from billing.services.documents import credit_note_issue, invoice_mark_paid, invoice_void
 from billing.services.postings import invoice_issued_post, invoice_paid_post
 from leasing.models import Lease
+from tests.billing.test_admin_invoices import operator_client  # noqa: F401
 from tests.billing.test_ledger_postings import balance
 from tests.billing.test_money_scenario import books_agree, cycle
 from tests.clock import clock_of
@@ -282,3 +283,16 @@ def test_proceeds_are_read_by_the_seller_and_the_provider_and_nobody_else(
         client_for(customer).get("/api/v1/resale-proceeds/", {"currency": "EUR"}).json()["results"]
         == []
     )
+
+
+def test_operators_read_the_splits_in_the_admin_and_cannot_edit_them(
+    sale: Sale,
+    operator_client: Any,  # noqa: F811
+) -> None:
+    split = ResaleProceeds.objects.get(invoice=sale.buyer_invoice)
+    listing = operator_client.get("/admin/billing/resaleproceeds/")
+    assert listing.status_code == 200
+    assert "/admin/billing/resaleproceeds/add/" not in listing.content.decode()
+    page = operator_client.get(f"/admin/billing/resaleproceeds/{split.pk}/change/")
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
