@@ -72,6 +72,7 @@ from billing.models.payouts import (
     PayoutStatus,
     ProviderStatement,
 )
+from billing.models.resale import ResaleProceeds
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -130,6 +131,7 @@ __all__ = [
     "PayoutStatus",
     "ProviderStatement",
     "Refund",
+    "ResaleProceeds",
     "StripeCustomer",
     "StripeEvent",
     "TopUp",
