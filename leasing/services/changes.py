@@ -1,6 +1,6 @@
-"""Changes to a lease after it exists: status sync with its contract, extension, early exit,
-rejection after failed acceptance, GPU replacement, preemption of interruptible capacity, and
-ending leases that are due.
+"""Changes to a lease after it exists: extension, early exit, rejection after failed acceptance,
+GPU replacement, preemption of interruptible capacity, and ending leases that are due (the status
+sync with the contract and the cut of an early end live in leasing/services/ending.py).
 
 Each writes a row of the lease's history (LeaseEvent) in its own transaction; status changes go
 through `lease_status_advance`. Locks follow the order of docs/architecture.md: the lease, then
