@@ -2,7 +2,8 @@
 the assignment clause's `on_parent_end` when the parent ends early, and refusing a change that
 would take sold time away (`resold_time`, 409).
 
-Runs inside the parent's change (lease_exit, lease_replace_gpu), under the parent lease's lock.
+Runs inside the parent's change (lease_cut_short, for every early end; lease_replace_gpu), under
+the parent lease's lock.
 The order matters to the database: nested rows are cut or detached before the parent's own rows
 shrink (the trigger `allocation_nested_within_parent` refuses a parent shrinking below a live
 nested row), and detached rows become top-level only after the parent's rows are cut (the
@@ -139,7 +140,7 @@ def resale_follow_parent_end(
             actor=actor,
             inputs=inputs,
         )
-        event_record(
+        recorded = event_record(
             sublease.contract,
             kind=EventKind.RESALE,
             effective_at=at,
@@ -148,7 +149,8 @@ def resale_follow_parent_end(
             inputs=inputs,
             dedupe_key=f"resale:{listing.pk}:parent_end",
         )
-        _sublease_ended_emit(listing, sublease=sublease, parent=lease, at=at, sentence=sentence)
+        if recorded is not None:  # told once per listing, however often its parent's end runs
+            _sublease_ended_emit(listing, sublease=sublease, parent=lease, at=at, sentence=sentence)
         sublease_hooks_run("parent_ended", listing, at)
     return detached, ended
 
