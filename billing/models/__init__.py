@@ -10,7 +10,13 @@ from billing.models.budgets import (
     UsageAlertKind,
     UsageAlertRule,
 )
-from billing.models.deposits import DepositStatus, LeaseDeposit, deposit_subledger
+from billing.models.deposits import (
+    DepositStatus,
+    LeaseDeposit,
+    deposit_return_totals,
+    deposit_returned_key,
+    deposit_subledger,
+)
 from billing.models.funds import (
     PAID_PRIORITY,
     CreditGrant,
@@ -141,6 +147,8 @@ __all__ = [
     "UsageRollup",
     "UsageRollupRun",
     "UsageStatus",
+    "deposit_return_totals",
+    "deposit_returned_key",
     "deposit_subledger",
     "grant_subledger",
 ]

@@ -52,6 +52,8 @@ from billing.models import (
     Payout,
     PayoutStatus,
     Refund,
+    deposit_return_totals,
+    deposit_returned_key,
     grant_subledger,
 )
 
@@ -98,10 +100,14 @@ def _expected_keys() -> dict[str, str]:
         keys[f"grant:{pk}:issued"] = f"grant {pk}"
         if expired_at is not None:
             keys[f"grant:{pk}:expired"] = f"the expiry of grant {pk}"
-    for pk, status in LeaseDeposit.objects.values_list("pk", "status"):
+    deposits = LeaseDeposit.objects.values_list("pk", "status", "returned_amount", "release_inputs")
+    for pk, status, returned, release in deposits:
         keys[f"deposit:{pk}:held"] = f"the holding of deposit {pk}"
         if status != DepositStatus.HELD:
             keys[f"deposit:{pk}:released"] = f"the release of deposit {pk}"
+        # Each later return of withheld money, keyed by the total returned after it.
+        for total in deposit_return_totals(returned, release):
+            keys[deposit_returned_key(pk, total)] = f"a later return of deposit {pk}"
     return keys
 
 
@@ -226,6 +232,8 @@ def _expect_deposits(expected: dict[AccountKey, Decimal]) -> None:
         )
         moves = [(draw, Decimal(1)) for draw in draws]
         moves += [(back, Decimal(-1)) for back in (release or {}).get("returns", [])]
+        for settlement in (release or {}).get("settlements", []):
+            moves += [(back, Decimal(-1)) for back in settlement["returns"]]
         for move, sign in moves:
             key = (
                 customer,
