@@ -26,10 +26,13 @@ from billing.models import (
 )
 from billing.services.documents import credit_note_issue, invoice_mark_paid, invoice_void
 from billing.services.postings import invoice_issued_post, invoice_paid_post
+from billing.services.stripe import stripe_invoice_push
 from leasing.models import Lease
+from tests.billing.conftest import LocalStripe
 from tests.billing.test_admin_invoices import operator_client  # noqa: F401
 from tests.billing.test_ledger_postings import balance
 from tests.billing.test_money_scenario import books_agree, cycle
+from tests.billing.test_stripe import event_body, post_webhook, sign
 from tests.clock import clock_of
 from tests.leasing.pool import make_pool
 from tests.leasing.resale_helpers import EXIT_NOW, LEASES, LISTINGS, SLA, assignment
@@ -296,3 +299,29 @@ def test_operators_read_the_splits_in_the_admin_and_cannot_edit_them(
     page = operator_client.get(f"/admin/billing/resaleproceeds/{split.pk}/change/")
     assert page.status_code == 200
     assert 'name="_save"' not in page.content.decode()
+
+
+def test_the_stripe_webhook_pays_the_seller_once_however_often_it_is_delivered(
+    sale: Sale, customer: Organization, local_stripe: LocalStripe
+) -> None:
+    invoice = sale.buyer_invoice
+    remote = local_stripe.get(f"/v1/invoices/{stripe_invoice_push(invoice=invoice)}")
+    body = event_body("invoice.paid", remote, event_id="evt_resale")
+    again = event_body("invoice.paid", remote, event_id="evt_resale_again")
+
+    # Stripe delivers the event, redelivers it, then sends a second event for the same payment.
+    answers = [post_webhook(payload, sign(payload)) for payload in (body, body, again)]
+
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert [answer.json()["replay"] for answer in answers] == [False, True, False]
+    assert Invoice.objects.get(pk=invoice.pk).status == "paid"
+    grant = CreditGrant.objects.get(customer=customer)
+    assert (grant.kind, grant.amount, _grant_balance(grant)) == (
+        "resale_proceeds",
+        PROCEEDS,
+        -PROCEEDS,
+    )
+    paid = LedgerTransaction.objects.filter(dedupe_key=f"invoice:{invoice.pk}:resale_proceeds")
+    assert paid.count() == 1
+    assert balance(customer, K.RESELLER_PENDING) == 0
+    books_agree()
