@@ -29,6 +29,7 @@ class ResaleProceedsSerializer(MinorUnitMixin, serializers.ModelSerializer[Resal
         "seller_amount",
         "from_grant",
         "owed_by_seller",
+        "netted",
     )
 
     invoice_number = serializers.CharField(source="invoice.number", read_only=True)
@@ -60,6 +61,7 @@ class ResaleProceedsSerializer(MinorUnitMixin, serializers.ModelSerializer[Resal
             "grant",
             "from_grant",
             "owed_by_seller",
+            "netted",
             "explanation",
             "created_at",
         ]

@@ -72,7 +72,7 @@ from billing.models.payouts import (
     PayoutStatus,
     ProviderStatement,
 )
-from billing.models.resale import ResaleProceeds
+from billing.models.resale import RESALE_OWED_SUBLEDGER, ResaleProceeds
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -94,6 +94,7 @@ __all__ = [
     "PAID_PRIORITY",
     "PAYOUT_LIFECYCLE",
     "PAYOUT_TRANSITIONS",
+    "RESALE_OWED_SUBLEDGER",
     "AccountKind",
     "BillingRun",
     "BillingRunKind",

@@ -19,6 +19,10 @@ from billing.models.invoices import CreditNote, Invoice
 from core.fields import amount_field, currency_field, currency_is_iso
 from leasing.models import ResaleListing
 
+# The seller's debt (proceeds taken back after it spent them): a sub-ledger of its
+# `reseller_pending`, settled by its next proceeds.
+RESALE_OWED_SUBLEDGER = "owed"
+
 
 def _pct_field(help_text: str) -> models.DecimalField[object, object]:
     return models.DecimalField(max_digits=7, decimal_places=4, help_text=help_text)
@@ -56,6 +60,14 @@ class ResaleProceeds(models.Model):
     )
     from_grant = amount_field(
         default=0, help_text="A give-back after payment: the part taken back from the grant."
+    )
+    owed = amount_field(
+        default=0,
+        help_text="A give-back after payment: what the grant no longer held, owed by the seller.",
+    )
+    netted = amount_field(
+        default=0,
+        help_text="A split, at payment: the part of the proceeds that settled the seller's debt.",
     )
     explanation = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -98,6 +110,21 @@ class ResaleProceeds(models.Model):
                 name="resale_give_back_names_its_grant",
             ),
             models.CheckConstraint(
+                condition=Q(
+                    credit_note__isnull=True,
+                    owed=0,
+                    netted__gte=0,
+                    netted__lte=F("seller_amount"),
+                )
+                | Q(
+                    credit_note__isnull=False,
+                    netted=0,
+                    owed__gte=0,
+                    owed__lte=-F("seller_amount") - F("from_grant"),
+                ),
+                name="resale_debt_sign",
+            ),
+            models.CheckConstraint(
                 condition=Q(marketplace_fee_pct__gte=0, provider_share_pct__gte=0)
                 & Q(provider_share_pct__lte=100 - F("marketplace_fee_pct")),
                 name="resale_proceeds_pct_range",
@@ -111,8 +138,6 @@ class ResaleProceeds(models.Model):
 
     @property
     def owed_by_seller(self) -> Decimal:
-        """A give-back after payment (it names the proceeds grant): what the grant no longer
-        held, owed back by the seller; 0 otherwise."""
-        if self.credit_note_id is None or self.grant_id is None:
-            return Decimal(0)
-        return -self.seller_amount - self.from_grant
+        """A give-back after payment: what the proceeds grant no longer held, owed back by the
+        seller (settled by its next proceeds, `netted`); 0 otherwise."""
+        return Decimal(self.owed)

@@ -23,10 +23,11 @@ The reconciliation restates docs/ledger.md's postings a second time, from the do
   sub-ledger holds the amount until release and what was withheld after it; each grant it was
   taken from holds the draw less what the release gave back;
 - each resale split and give-back (`ResaleProceeds`) of a non-void invoice: the seller's proceeds
-  leave the provider's share for the seller's `reseller_pending`; a split paid into a grant is
-  posted once (`invoice:<id>:resale_proceeds`), moving the grant's amount from
-  `reseller_pending` to the grant's sub-ledger; a give-back after payment takes its `from_grant`
-  back from that sub-ledger. Any other account kind has no document yet, so 0.
+  leave the provider's share for the seller's `reseller_pending`; a paid split is posted once
+  (`invoice:<id>:resale_proceeds`), moving its `netted` part to the seller's
+  `reseller_pending:owed` (settling what it owed back) and the grant's amount to the grant's
+  sub-ledger; a give-back after payment takes its `from_grant` back from that sub-ledger and
+  its `owed` to `reseller_pending:owed`. Any other account kind has no document yet, so 0.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from django.db.models import Q, Sum
 
 from billing.models import (
     ISSUED_STATUSES,
+    RESALE_OWED_SUBLEDGER,
     AccountKind,
     CommissionCharge,
     CreditGrant,
@@ -102,7 +104,7 @@ def _expected_keys() -> dict[str, str]:
         if status == PayoutStatus.FAILED:
             keys[f"payout:{pk}:failed"] = f"the failure of payout {pk}"
     for invoice_id in ResaleProceeds.objects.filter(
-        credit_note__isnull=True, grant__isnull=False
+        Q(grant__isnull=False) | Q(netted__gt=0), credit_note__isnull=True
     ).values_list("invoice_id", flat=True):
         keys[f"invoice:{invoice_id}:resale_proceeds"] = f"the proceeds of invoice {invoice_id}"
     grants = CreditGrant.objects.exclude(kind=GrantKind.RESALE_PROCEEDS)
@@ -228,7 +230,8 @@ def expected_balances() -> dict[AccountKey, Decimal]:
 def _expect_resale(expected: dict[AccountKey, Decimal]) -> None:
     """The seller's proceeds leave the provider's share (pending, or available once paid) for
     the seller's `reseller_pending`; a give-back after payment takes `from_grant` back from the
-    proceeds grant and the rest is owed by the seller (the grant's making is in the grants')."""
+    proceeds grant and its `owed` rest to `reseller_pending:owed`; a paid split's `netted` part
+    moves from `reseller_pending` to `owed` (the grant's making is in the grants')."""
     rows = ResaleProceeds.objects.filter(invoice__status__in=ISSUED_STATUSES).values_list(
         "provider_id",
         "seller_id",
@@ -237,12 +240,19 @@ def _expect_resale(expected: dict[AccountKey, Decimal]) -> None:
         "seller_amount",
         "grant_id",
         "from_grant",
+        "owed",
+        "netted",
     )
-    for provider, seller, currency, status, seller_amount, grant_id, from_grant in rows:
+    for row in rows:
+        provider, seller, currency, status, seller_amount, grant_id, from_grant, owed, netted = row
         paid = status == InvoiceStatus.PAID
         provider_kind = AccountKind.PROVIDER_AVAILABLE if paid else AccountKind.PROVIDER_PENDING
         expected[(provider, currency, provider_kind, "")] += seller_amount
-        expected[(seller, currency, AccountKind.RESELLER_PENDING, "")] -= seller_amount + from_grant
+        expected[(seller, currency, AccountKind.RESELLER_PENDING, "")] -= (
+            seller_amount + from_grant + owed - netted
+        )
+        debt = (seller, currency, AccountKind.RESELLER_PENDING, RESALE_OWED_SUBLEDGER)
+        expected[debt] += owed - netted
         if from_grant:
             key = (seller, currency, AccountKind.CUSTOMER_BALANCE, grant_subledger(grant_id))
             expected[key] += from_grant

@@ -7,7 +7,9 @@ posted with the issue (the seller's part: Dr `provider_pending`, Cr the seller's
 `reseller_pending`); the buyer's payment turns what is left of it into a `resale_proceeds`
 grant on the seller's balance, drawn down by the seller's next invoice; a credit note takes its
 share back pro rata (from `reseller_pending` before payment, from the grant after it, as far
-as the grant still holds it: the rest stays owed by the seller on `reseller_pending`).
+as the grant still holds it: the rest is owed by the seller, a debit on its
+`reseller_pending:owed` sub-ledger). The next proceeds the seller is paid in that currency settle
+that debt first (`netted`); only the rest becomes its grant.
 
 Everything runs in the caller's transaction (the invoice's issue, payment or credit note).
 """
@@ -22,6 +24,7 @@ from django.db.models import Sum
 from billing.locks import ledger_accounts_lock
 from billing.models import (
     PAID_PRIORITY,
+    RESALE_OWED_SUBLEDGER,
     AccountKind,
     CommissionCharge,
     CreditGrant,
@@ -72,6 +75,15 @@ def resale_listings_remember(*, contract_ids: Iterable[int]) -> None:
 def _reseller_account(seller_id: int, currency: str) -> LedgerAccount:
     return ledger_account(
         organization=seller_id, currency=currency, kind=AccountKind.RESELLER_PENDING
+    )
+
+
+def _owed_account(seller_id: int, currency: str) -> LedgerAccount:
+    return ledger_account(
+        organization=seller_id,
+        currency=currency,
+        kind=AccountKind.RESELLER_PENDING,
+        subledger=RESALE_OWED_SUBLEDGER,
     )
 
 
@@ -143,8 +155,10 @@ def resale_proceeds_owed(invoice: Invoice | int) -> Decimal:
 
 
 def resale_proceeds_paid_post(*, invoice: Invoice, actor: str) -> LedgerTransaction | None:
-    """The buyer paid: what the seller is owed becomes a `resale_proceeds` grant on its balance
-    (Dr `reseller_pending`, Cr the grant's sub-ledger); None when there is nothing to pay."""
+    """The buyer paid: what the seller is owed first settles what the seller owes back (its
+    `reseller_pending:owed` debit, read under the account's lock), and the rest becomes a
+    `resale_proceeds` grant on its balance (Dr `reseller_pending`, Cr `owed` and the grant's
+    sub-ledger); None when there is nothing to pay."""
     split = (
         ResaleProceeds.objects.filter(invoice=invoice, credit_note__isnull=True)
         .select_related("listing")
@@ -152,42 +166,60 @@ def resale_proceeds_paid_post(*, invoice: Invoice, actor: str) -> LedgerTransact
     )
     if split is None:
         return None
-    if split.grant_id is not None:
+    if split.grant_id is not None or split.netted:
         return LedgerTransaction.objects.filter(dedupe_key=resale_proceeds_key(invoice)).first()
     owed = resale_proceeds_owed(invoice)
     if owed <= 0 or invoice.paid_at is None:
         return None
     currency = invoice.currency
-    grant = CreditGrant.objects.create(
-        customer_id=split.seller_id,
-        currency=currency,
-        kind=GrantKind.RESALE_PROCEEDS,
-        amount=owed,
-        priority=PAID_PRIORITY,
-        applies_to=GrantScope.ANYTHING,
-        granted_at=invoice.paid_at,
-        reason=f"Resale proceeds of listing {split.listing_id}, billed on {invoice.number}.",
-        vouched_by=f"invoice {invoice.number} paid",
-        actor=actor,
-    )
+    debt_account = _owed_account(split.seller_id, currency)
+    debt = ledger_accounts_lock(debt_account)[debt_account.pk].balance
+    netted = min(owed, max(debt, ZERO))
+    granted = owed - netted
+    grant = None
+    if granted > 0:
+        grant = CreditGrant.objects.create(
+            customer_id=split.seller_id,
+            currency=currency,
+            kind=GrantKind.RESALE_PROCEEDS,
+            amount=granted,
+            priority=PAID_PRIORITY,
+            applies_to=GrantScope.ANYTHING,
+            granted_at=invoice.paid_at,
+            reason=f"Resale proceeds of listing {split.listing_id}, billed on {invoice.number}.",
+            vouched_by=f"invoice {invoice.number} paid",
+            actor=actor,
+        )
     split.grant = grant
-    split.save(update_fields=["grant"])
+    split.netted = netted
+    split.save(update_fields=["grant", "netted"])
     memo = f"resale proceeds of {invoice.number}"
+    legs = [Leg(_reseller_account(split.seller_id, currency), owed, memo)]
+    if netted:
+        legs.append(Leg(debt_account, -netted, f"{memo}: settles what the seller owed back"))
+    if grant is not None:
+        legs.append(Leg(_grant_account(grant), -granted, memo))
+    settled = f"{netted} {currency} settle what it owed back" if netted else ""
+    paid = f"{granted} {currency} are put on its balance as grant {grant.pk}" if grant else ""
     posted, _ = ledger_post(
         kind=TransactionKind.RESALE_PROCEEDS_PAID,
         dedupe_key=resale_proceeds_key(invoice),
         effective_at=invoice.paid_at,
         explanation=(
-            f"Invoice {invoice.number} paid: the seller's proceeds of listing {split.listing_id}, "
-            f"{owed} {currency}, are put on organization {split.seller_id}'s balance as grant "
-            f"{grant.pk}."
+            f"Invoice {invoice.number} paid: of the seller's proceeds of listing "
+            f"{split.listing_id}, {owed} {currency} to organization {split.seller_id}, "
+            + "; ".join(part for part in (settled, paid) if part)
+            + "."
         ),
         actor=actor,
-        legs=[
-            Leg(_reseller_account(split.seller_id, currency), owed, memo),
-            Leg(_grant_account(grant), -owed, memo),
-        ],
-        inputs={"seller_amount": split.seller_amount, "paid_to_seller": owed},
+        legs=legs,
+        inputs={
+            "seller_amount": split.seller_amount,
+            "paid_to_seller": owed,
+            "owed_by_seller_before": debt,
+            "netted": netted,
+            "granted": granted,
+        },
         invoice=invoice,
         credit_grant=grant,
     )
@@ -199,8 +231,9 @@ def resale_give_back_legs(
 ) -> list[Leg]:
     """A credit note on a resale invoice takes the seller's proceeds back pro rata: from
     `reseller_pending` before payment; after it, from the seller's proceeds grant as far as its
-    balance holds, the rest owed by the seller (a debit on `reseller_pending`). Stored as the
-    note's negative `ResaleProceeds`; [] for an ordinary invoice."""
+    balance holds, the rest owed by the seller (a debit on `reseller_pending:owed`, settled by
+    its next proceeds). Stored as the note's negative `ResaleProceeds`; [] for an ordinary
+    invoice."""
     split = (
         ResaleProceeds.objects.filter(invoice_id=note.invoice_id, credit_note__isnull=True)
         .select_related("grant")
@@ -226,7 +259,12 @@ def resale_give_back_legs(
         from_grant = min(-back, held)
         legs.append(Leg(found, from_grant, f"resale proceeds taken back by {note.number}"))
     memo = f"resale proceeds given back by {note.number}"
-    legs += [Leg(reseller, -back - from_grant, memo), Leg(share_account, back, memo)]
+    owed = -back - from_grant if invoice_paid else ZERO
+    if invoice_paid:
+        legs.append(Leg(_owed_account(split.seller_id, currency), owed, f"{memo}, owed"))
+    else:
+        legs.append(Leg(reseller, -back, memo))
+    legs.append(Leg(share_account, back, memo))
     base = -note.subtotal
     ResaleProceeds.objects.create(
         invoice_id=note.invoice_id,
@@ -243,12 +281,15 @@ def resale_give_back_legs(
         provider_share_pct=split.provider_share_pct,
         grant=grant,
         from_grant=from_grant,
+        owed=owed,
         explanation=(
             f"Credit note {note.number} credits {note.subtotal} of {split.base} {currency}: "
             f"{-back} {currency} of the seller's proceeds is taken back"
             + (
-                f" ({from_grant} from grant {grant.pk}, {-back - from_grant} owed by the seller)."
-                if grant is not None
+                f" ({from_grant} from "
+                + (f"grant {grant.pk}" if grant is not None else "a proceeds grant")
+                + f", {owed} owed by the seller)."
+                if invoice_paid
                 else " before the buyer paid."
             )
         ),

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Organization
 from billing.models import (
+    RESALE_OWED_SUBLEDGER,
     AccountKind,
     CommissionCharge,
     CreditGrant,
@@ -111,6 +112,14 @@ def sale(
     client_for: Any, provider: Organization, customer: Organization, other_customer: Organization
 ) -> Sale:
     return _sold_and_billed(client_for, provider, customer, other_customer)
+
+
+def owed_balance(seller: Organization) -> Decimal:
+    """The seller's debt: its `reseller_pending:owed` sub-ledger (a debit is owed back)."""
+    account = LedgerAccount.objects.filter(
+        organization=seller, kind=K.RESELLER_PENDING, subledger=RESALE_OWED_SUBLEDGER
+    ).first()
+    return account.balance if account is not None else D(0)
 
 
 def _grant_balance(grant: CreditGrant) -> Decimal:
@@ -223,7 +232,8 @@ def test_credit_notes_after_payment_take_back_from_the_grant_then_leave_the_rest
         0,
         D("4.99"),
     )
-    assert balance(customer, K.RESELLER_PENDING) == D("4.99")  # a debit: owed by the seller
+    assert balance(customer, K.RESELLER_PENDING) == 0
+    assert owed_balance(customer) == D("4.99")  # a debit: owed by the seller
     rows = client_for(customer).get("/api/v1/resale-proceeds/", {"invoice": invoice.pk}).json()
     assert sorted(row["owed_by_seller"] for row in rows["results"]) == ["0.00", "0.00", "4.99"]
     books_agree()
