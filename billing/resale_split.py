@@ -48,11 +48,21 @@ def resale_split(
 
 
 def resale_give_back(
-    *, seller_amount: Decimal, base: Decimal, credited: Decimal, left: Decimal, currency: str
+    *,
+    seller_amount: Decimal,
+    base: Decimal,
+    credited: Decimal,
+    left: Decimal,
+    currency: str,
+    credited_before: Decimal = ZERO,
 ) -> Decimal:
     """What a credit note of `credited` (pre-tax) takes back of the seller's proceeds: pro rata
-    to the base, rounded once, at most what is `left`; a non-positive number."""
+    to the base, rounded once, at most what is `left`; a non-positive number. The note that
+    completes the credit of the whole base (`credited_before` by earlier notes) takes back all
+    that is left, so no rounding cent stays with the seller at the provider's cost."""
     if seller_amount <= 0 or base <= 0 or left <= 0:
         return ZERO
+    if credited_before + credited >= base:
+        return -left
     back = round_money(seller_amount * min(credited, base) / base, currency)
     return -min(back, left)

@@ -22,7 +22,11 @@ from django.db.models import Sum
 
 from accounts.models import Organization
 from billing.models import CommissionCharge, CommissionRate, CreditNote, Invoice
-from billing.services.resale_proceeds import RESALE_FEE_SOURCE, resale_listing_of
+from billing.services.resale_proceeds import (
+    RESALE_FEE_SOURCE,
+    credited_before,
+    resale_listing_of,
+)
 from core.errors import SemanticError, ValidationFailed, require_reason
 from core.memo import memoized
 from core.money import money_amount_check, round_money
@@ -52,12 +56,22 @@ def commission_amount(*, base: Decimal, rate: Rate, currency: str) -> Decimal:
 
 
 def commission_give_back(
-    *, charged: Decimal, base: Decimal, credited: Decimal, left: Decimal, currency: str
+    *,
+    charged: Decimal,
+    base: Decimal,
+    credited: Decimal,
+    left: Decimal,
+    currency: str,
+    credited_before: Decimal = ZERO,
 ) -> Decimal:
     """What a credit note of `credited` (pre-tax) gives back of `charged`: pro rata, at most
-    what is `left` of it; a non-positive number."""
+    what is `left` of it; a non-positive number. The note that completes the credit of the
+    whole base (`credited_before` by earlier notes) gives back all that is left, so no rounding
+    cent of commission is kept at the provider's cost."""
     if charged <= 0 or base <= 0 or left <= 0:
         return ZERO
+    if credited_before + credited >= base:
+        return -left
     back = round_money(charged * min(credited, base) / base, currency)
     return -min(back, left)
 
@@ -137,6 +151,7 @@ def commission_charge_for_credit_note(*, note: CreditNote) -> CommissionCharge |
         credited=note.subtotal,
         left=net or ZERO,
         currency=note.currency,
+        credited_before=credited_before(note),
     )
     if back == 0:
         return None

@@ -146,6 +146,14 @@ def resale_issue_legs(*, invoice: Invoice, split: ResaleProceeds) -> list[Leg]:
     ]
 
 
+def credited_before(note: CreditNote) -> Decimal:
+    """The pre-tax amount the invoice's other (earlier) credit notes credited."""
+    total = CreditNote.objects.filter(invoice_id=note.invoice_id, pk__lt=note.pk).aggregate(
+        total=Sum("subtotal")
+    )["total"]
+    return total or ZERO
+
+
 def resale_proceeds_owed(invoice: Invoice | int) -> Decimal:
     """The seller's proceeds of the invoice less what its credit notes took back (0: none)."""
     total = ResaleProceeds.objects.filter(
@@ -248,6 +256,7 @@ def resale_give_back_legs(
         credited=note.subtotal,
         left=resale_proceeds_owed(note.invoice_id),
         currency=currency,
+        credited_before=credited_before(note),
     )
     reseller = _reseller_account(split.seller_id, currency)
     grant = split.grant if invoice_paid else None

@@ -335,3 +335,27 @@ def test_the_stripe_webhook_pays_the_seller_once_however_often_it_is_delivered(
     assert paid.count() == 1
     assert balance(customer, K.RESELLER_PENDING) == 0
     books_agree()
+
+
+def test_credit_notes_crediting_the_whole_invoice_in_thirds_give_back_every_cent(
+    sale: Sale, provider: Organization, customer: Organization
+) -> None:
+    invoice = sale.buyer_invoice
+    pending_before = balance(provider, K.PROVIDER_PENDING)
+    with time_machine.travel(at(2, 3), tick=False):
+        for reason in ("first hour down", "second hour down", "third hour down"):
+            credit_note_issue(invoice=invoice, reason=reason, actor="ops", amount=D("6.66"))
+    backs = ResaleProceeds.objects.filter(invoice=invoice, credit_note__isnull=False)
+    # Pro rata each third would be 0.33 of the fee and 4.99 of the proceeds: the last note
+    # takes what is left (0.34, 5.00), so the provider gives back exactly its 4.00.
+    assert sorted((back.fee, back.seller_amount) for back in backs) == [
+        (D("-0.34"), D("-5.00")),
+        (D("-0.33"), D("-4.99")),
+        (D("-0.33"), D("-4.99")),
+    ]
+    assert sum(back.provider_share for back in backs) == -PROVIDER_PART
+    fees = CommissionCharge.objects.filter(invoice=invoice)
+    assert sum(charge.amount for charge in fees) == 0
+    assert balance(customer, K.RESELLER_PENDING) == 0
+    assert balance(provider, K.PROVIDER_PENDING) == pending_before + PROVIDER_PART
+    books_agree()

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from billing.resale_split import resale_fee, resale_give_back, resale_split
+from billing.services.commission import commission_give_back
 
 D = Decimal
 CENTS = st.integers(-10_000, 10**9).map(lambda cents: D(cents) / 100)
@@ -61,3 +62,51 @@ def test_a_give_back_is_pro_rata_and_never_more_than_is_left() -> None:
     assert resale_give_back(credited=D("288.00"), left=D("100.00"), **args) == D("-100.00")
     assert resale_give_back(credited=D("500.00"), left=D("216.00"), **args) == D("-216.00")
     assert resale_give_back(credited=D("10.00"), left=D("0"), **args) == 0
+
+
+@given(
+    base=st.integers(1, 10**7).map(lambda cents: D(cents) / 100),
+    fee_pct=PERCENTS,
+    share_pct=PERCENTS,
+    cuts=st.lists(st.integers(1, 1000), min_size=1, max_size=6),
+)
+def test_credit_notes_that_credit_the_whole_base_give_back_every_cent_of_fee_and_proceeds(
+    base: Decimal, fee_pct: Decimal, share_pct: Decimal, cuts: list[int]
+) -> None:
+    share_pct = min(share_pct, 100 - fee_pct)
+    fee = resale_fee(base=base, fee_pct=fee_pct, currency="USD")
+    split = resale_split(base=base, fee=fee, provider_share_pct=share_pct, currency="USD")
+    # The base credited in pieces (each at least a cent, the last one what is left).
+    notes, left = [], base
+    for cut in cuts[:-1]:
+        piece = min(max((base * cut / 1000).quantize(D("0.01")), D("0.01")), left - D("0.01"))
+        if piece > 0:
+            notes.append(piece)
+            left -= piece
+    notes.append(left)
+    fee_left, seller_left, credited_before = split.fee, split.seller_amount, D(0)
+    provider_back = D(0)
+    for credited in notes:
+        fee_back = commission_give_back(
+            charged=split.fee,
+            base=base,
+            credited=credited,
+            left=fee_left,
+            currency="USD",
+            credited_before=credited_before,
+        )
+        back = resale_give_back(
+            seller_amount=split.seller_amount,
+            base=base,
+            credited=credited,
+            left=seller_left,
+            currency="USD",
+            credited_before=credited_before,
+        )
+        fee_left += fee_back
+        seller_left += back
+        provider_back += credited + fee_back + back
+        credited_before += credited
+    # Everything credited: the marketplace and the seller keep nothing, the provider gives back
+    # exactly its share (no more: it never pays for their rounding).
+    assert (fee_left, seller_left, provider_back) == (0, 0, split.provider_share)
