@@ -139,6 +139,11 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
     net_cash_flow = revenue - energy_cost - opex (depreciation is not cash);
     total_cost = depreciation + energy_cost + opex. `revenue_detail` lists the documents the
     revenue came from, by kind and currency, and every FX conversion made.
+
+    Resale: `resold_gpu_hours` were sold by lessees to buyers (part of the allocated hours,
+    counted once); `resale_revenue` is what those buyers paid, split into
+    `resale_provider_share` (part of `revenue`), `reseller_proceeds` and `marketplace_fee`
+    (neither is the provider's revenue).
     """
 
     money_fields = (
@@ -148,6 +153,10 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
         "depreciation",
         "total_cost",
         "revenue",
+        "resale_revenue",
+        "resale_provider_share",
+        "reseller_proceeds",
+        "marketplace_fee",
         "net_cash_flow",
         "cumulative_net_cash_flow",
         "book_value",
@@ -167,6 +176,7 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
             "in_service_hours",
             "available_gpu_hours",
             "allocated_gpu_hours",
+            "resold_gpu_hours",
             "utilization",
             "energy_kwh",
             "energy_cost",
@@ -174,6 +184,10 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
             "depreciation",
             "total_cost",
             "revenue",
+            "resale_revenue",
+            "resale_provider_share",
+            "reseller_proceeds",
+            "marketplace_fee",
             "net_cash_flow",
             "cumulative_net_cash_flow",
             "book_value",
