@@ -68,8 +68,10 @@ def split_exact(amount: Decimal, terms: ResaleTerms) -> ResaleSplit:
 def split_rounded(amount: Decimal, terms: ResaleTerms, currency: str) -> ResaleSplit:
     """One document's amount in three parts at the currency's minor unit, adding up to it.
 
-    100.00 at 10 % provider share and 5 % fee: 10.00 provider, 5.00 fee, 85.00 seller.
+    100.00 at 10 % provider share and 5 % fee: 10.00 provider, 5.00 fee, 85.00 seller. The
+    amount is taken at the minor unit (stored amounts have four places; issued ones end in 00).
     """
+    amount = round_money(amount, currency)
     provider = round_money(amount * terms.provider_share_pct / HUNDRED, currency)
     fee = round_money(amount * terms.marketplace_fee_pct / HUNDRED, currency)
     return ResaleSplit(provider, amount - provider - fee, fee)
