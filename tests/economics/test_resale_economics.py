@@ -324,3 +324,29 @@ def test_a_month_without_resale_keeps_its_figures(provider: Any, customer: Any) 
     assert (february.resold_gpu_hours, february.resale_revenue) == (0, 0)
     assert "resale" not in february.revenue_detail
     assert february.allocated_gpu_hours == Decimal(8 * 28 * 24)
+
+
+def test_a_pools_workload_hours_give_resold_time_to_the_buyer_once(
+    resold: dict[str, Any], client_for: Any, provider: Any
+) -> None:
+    node, listing = resold["node"], resold["listing"]
+    # What each lessee said it runs (set at creation in real use; the buy takes no workload).
+    Lease.objects.filter(pk=resold["lease"].pk).update(workload="training")
+    Lease.objects.filter(pk=listing.sublease_id).update(workload="inference")
+    nightly(at(3, 1, 3))
+
+    client = client_for(provider, "read")
+    with time_machine.travel(at(3, 1, 3), tick=False):
+        response = client.get(
+            "/api/v1/unit-economics/",
+            {
+                "pool": f"{node.site_id}:{node.gpu_model.slug}",
+                "from": "2027-02-01",
+                "to": "2027-02-28",
+            },
+        )
+
+    assert response.status_code == 200, response.json()
+    [february] = response.json()["results"]
+    assert february["gpu_hours_by_workload"] == {"training": "5280.0000", "inference": "96.0000"}
+    assert Decimal(february["allocated_gpu_hours"]) == 8 * 28 * 24
