@@ -25,9 +25,11 @@ ZERO = Decimal("0")
 # Issued invoices count as revenue; drafts are not final, void ones never happened, and an
 # uncollectible invoice brings no cash.
 COUNTED_STATUSES = (InvoiceStatus.FINALIZED, InvoiceStatus.SENT, InvoiceStatus.PAID)
-# Paying from a prepayment or returning a deposit moves cash the service already earned (or
-# never earned); they are not revenue of any month.
-NOT_REVENUE = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
+# Paying from a prepayment or from the prepaid balance (grants, top-ups, a reseller's proceeds)
+# or returning a deposit moves cash the service already earned (or never earned); they are not
+# revenue of any month. A seller's resale proceeds drawn on its next invoice would otherwise take
+# the buyer's money off the provider's revenue a second time.
+NOT_REVENUE = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN, LineKind.BALANCE_DRAW)
 # The role of a piece of the provider's own contracts: all of it is the provider's revenue.
 OWN = "provider"
 

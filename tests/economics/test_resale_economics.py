@@ -20,7 +20,8 @@ import time_machine
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from billing.models import Invoice
+from billing.models import GrantKind, Invoice, LineKind
+from billing.services.grants import credit_grant_create
 from economics.models import AssetMonth, AssetPayback, EconomicsRun
 from economics.resale import ResaleTerms, split_exact, split_rounded
 from economics.tasks import refresh
@@ -350,3 +351,31 @@ def test_a_pools_workload_hours_give_resold_time_to_the_buyer_once(
     [february] = response.json()["results"]
     assert february["gpu_hours_by_workload"] == {"training": "5280.0000", "inference": "96.0000"}
     assert Decimal(february["allocated_gpu_hours"]) == 8 * 28 * 24
+
+
+def test_a_balance_draw_on_the_sellers_invoice_is_a_payment_not_less_revenue(
+    provider: Any, customer: Any
+) -> None:
+    # The seller's prepaid balance (as its resale proceeds become, drawn on its next invoice)
+    # pays part of its invoice: the provider earned the invoice all the same.
+    node = server(provider)
+    lease = seller_lease(node, customer)
+    credit_grant_create(
+        customer=customer,
+        currency="USD",
+        amount=Decimal("1000.00"),
+        kind=GrantKind.PROMOTIONAL,
+        reason="launch credit",
+        vouched_by="operator ops@cardhour",
+        actor="ops@cardhour",
+        now=at(1, 25),
+    )
+    bill_until(at(3, 1, 2))
+    invoice = Invoice.objects.get(contract=lease.contract)
+    assert invoice.lines.filter(kind=LineKind.BALANCE_DRAW).exists()
+
+    nightly(at(3, 1, 3))
+
+    february = AssetMonth.objects.get(node=node, month=date(2027, 2, 1))
+    assert february.revenue == Decimal("12257.28")
+    assert set(february.revenue_detail["by_kind"]) == {"card_hours"}
