@@ -86,6 +86,11 @@ def statement_document(statement: ProviderStatement) -> dict[str, Any]:
             ("SLA credits", money(-statement.sla_credits), False),
             ("Refunds (credit notes)", money(-statement.refunds), False),
             ("Marketplace commission", money(-statement.commission), False),
+            *(
+                [("Resale proceeds to sellers", money(-statement.resale_to_sellers), False)]
+                if statement.resale_to_sellers
+                else []
+            ),
             ("Net earned", money(statement.net_earned), True),
             ("Payable (collected)", money(statement.payable), True),
         ],

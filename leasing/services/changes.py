@@ -32,6 +32,7 @@ from inventory.choices import GpuHealth
 from inventory.locks import node_lock
 from inventory.models import Gpu, GpuModel
 from inventory.services import gpu_health_set
+from leasing.admission import Admission, admit
 from leasing.choices import LIVE_LEASE_STATUSES, AllocationEnd, LeaseEventKind, LeaseStatus
 from leasing.errors import CapacityGone, InvalidWindow, OfferUnavailable
 from leasing.locks import allocations_lock, gpus_lock, lease_lock
@@ -290,6 +291,17 @@ def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
         raise InvalidWindow("The lease would be longer than ten years.", code="window_too_long")
     if lease.offer.available_until and new_end > lease.offer.available_until:
         raise OfferUnavailable("The offer ends before the new end.")
+    # More time is a new commitment: the admission checks (a spent "block" budget, a dry
+    # prepaid balance) refuse it as they refuse a new lease.
+    admit(
+        Admission(
+            customer=lease.customer,
+            gpu_count=lease.gpu_count,
+            pricing_mode=lease.pricing_mode,
+            now=timezone.now(),
+            tags=lease.tags,
+        )
+    )
     running = Allocation.objects.filter(
         lease=lease, released_at__isnull=True, period__endswith=lease.end
     )

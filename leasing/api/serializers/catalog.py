@@ -19,6 +19,7 @@ from inventory.api.serializers import GpuModelRefSerializer, SiteRefSerializer
 from leasing.api.serializers.resale import ResaleOfferSerializer
 from leasing.choices import OfferStatus, PriceUnit, PricingMode
 from leasing.models import Offer, Quote, SlaOffering
+from leasing.services.offer_rules import OFFER_FIELDS, SLA_OFFERING_FIELDS
 
 
 class OfferSerializer(serializers.ModelSerializer[Offer]):
@@ -43,29 +44,10 @@ class OfferSerializer(serializers.ModelSerializer[Offer]):
 
     class Meta:
         model = Offer
-        fields = [
-            "id",
-            "name",
-            "provider",
-            "site",
-            "gpu_model",
-            "nodes",
-            "price_per_gpu_hour",
-            "price_unit",
-            "price_per_node_month",
-            "currency",
-            "reserved_ladder",
-            "interruptible_price_per_gpu_hour",
-            "preemption_notice_minutes",
-            "min_term_hours",
-            "available_from",
-            "available_until",
-            "contract_template",
-            "index_linked_terms",
-            "status",
-            "created_at",
-            "updated_at",
-        ]
+        # The terms a provider sets are OFFER_FIELDS, one list for the API, the admin and the
+        # offer services.
+        fields = ["id", "provider", "site", "gpu_model", "nodes", *OFFER_FIELDS]
+        fields += ["created_at", "updated_at"]
         read_only_fields = fields
 
     def get_nodes(self, offer: Offer) -> list[int]:
@@ -144,27 +126,7 @@ class SlaOfferingSerializer(serializers.ModelSerializer[SlaOffering]):
 
     class Meta:
         model = SlaOffering
-        fields = [
-            "id",
-            "provider",
-            "served_model_name",
-            "price_per_million_input_tokens",
-            "price_per_million_output_tokens",
-            "price_per_million_cached_input_tokens",
-            "batch_price_per_million_input_tokens",
-            "batch_price_per_million_output_tokens",
-            "batch_completion_hours",
-            "currency",
-            "availability_slo_pct",
-            "ttft_p95_ms",
-            "tpot_p99_ms",
-            "committed_tokens_per_s",
-            "nodes",
-            "contract_template",
-            "status",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", "provider", "nodes", *SLA_OFFERING_FIELDS, "created_at", "updated_at"]
         read_only_fields = fields
 
     def get_nodes(self, offering: SlaOffering) -> list[int]:
