@@ -5,7 +5,6 @@ the rest becomes the new grant, posted once, reconciled."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -16,19 +15,17 @@ from accounts.models import Organization
 from billing.models import AccountKind, CreditGrant, Invoice, LedgerTransaction, ResaleProceeds
 from billing.services.documents import credit_note_issue, invoice_mark_paid
 from billing.services.postings import invoice_paid_post
-from leasing.models import Lease
 from tests.billing.test_ledger_postings import balance
 from tests.billing.test_money_scenario import books_agree, cycle
 from tests.billing.test_resale_proceeds import (
     PROCEEDS,
     SOLD,
     _grant_balance,
-    _post,
     at,
     owed_balance,
+    reserved_lease,
+    resold,
 )
-from tests.leasing.pool import make_pool
-from tests.leasing.resale_helpers import EXIT_NOW, LEASES, LISTINGS, SLA, assignment
 
 pytestmark = pytest.mark.django_db
 
@@ -36,46 +33,26 @@ D = Decimal
 K = AccountKind
 
 
-def _two_sales(
+def _january_spent(
     client_for: Any, provider: Organization, seller: Organization, buyer: Organization
-) -> list[int]:
-    """The seller reserves 2 GPUs for January and February and sells 3 hours of each month at
-    3.33 to the buyer (19.98 a sale: proceeds 14.98); the subleases' contracts."""
-    with time_machine.travel(at(1, 1) - timedelta(days=1), tick=False):
-        offer, _ = make_pool(
-            provider,
-            gpu_count=2,
-            reserved_ladder={"1": "0"},
-            contract_template=[SLA, EXIT_NOW, assignment(provider_share_pct="20")],
-        )
-    lease = _post(
-        client_for(seller),
-        LEASES,
-        {
-            "offer": offer.pk,
-            "gpu_count": 2,
-            "start": at(1, 1).isoformat(),
-            "pricing_mode": "reserved",
-            "term_months": 2,
-        },
+) -> tuple[Invoice, Invoice, CreditGrant]:
+    """Two sales of 3 hours at 3.33 (19.98 each: proceeds 14.98), on 10 January and on 10
+    February; January's invoice paid on 5 February, its proceeds grant spent by the seller's
+    February invoice (billing cycle of 1 March, which issues the buyer's February too)."""
+    lease = reserved_lease(client_for, provider, seller)
+    january_contract, february_contract = (
+        resold(client_for, seller, buyer, lease, month) for month in (1, 2)
     )
-    contracts = []
-    for month in (1, 2):
-        listing = _post(
-            client_for(seller),
-            LISTINGS,
-            {
-                "lease": lease["id"],
-                "gpu_count": 2,
-                "start": at(month, 10).isoformat(),
-                "end": at(month, 10, 3).isoformat(),
-                "ask_price_per_gpu_hour": "3.33",
-                "currency": "USD",
-            },
-        )
-        sub = _post(client_for(buyer), f"{LISTINGS}{listing['id']}/buy/")
-        contracts.append(Lease.objects.get(pk=sub["id"]).contract_id)
-    return contracts
+    cycle(at(2, 1, 2))
+    january = Invoice.objects.get(contract_id=january_contract)
+    assert january.subtotal == SOLD
+    invoice_mark_paid(invoice=january, actor="ops", reason="wire", at=at(2, 5))
+    grant = CreditGrant.objects.get(customer=seller)
+    cycle(at(3, 1, 2))
+    assert _grant_balance(grant) == 0
+    february = Invoice.objects.get(contract_id=february_contract)
+    assert february.subtotal == SOLD
+    return january, february, grant
 
 
 def test_the_next_proceeds_settle_what_the_seller_owes_and_only_the_rest_is_granted(
@@ -85,17 +62,7 @@ def test_the_next_proceeds_settle_what_the_seller_owes_and_only_the_rest_is_gran
     other_customer: Organization,
 ) -> None:
     seller = customer
-    january_contract, february_contract = _two_sales(client_for, provider, seller, other_customer)
-    cycle(at(2, 1, 2))
-    january = Invoice.objects.get(contract_id=january_contract)
-    assert january.subtotal == SOLD
-    invoice_mark_paid(invoice=january, actor="ops", reason="wire", at=at(2, 5))
-    first = CreditGrant.objects.get(customer=seller)
-    # The seller's February invoice spends the January proceeds; the buyer's February is issued.
-    cycle(at(3, 1, 2))
-    assert _grant_balance(first) == 0
-    february = Invoice.objects.get(contract_id=february_contract)
-    assert february.subtotal == SOLD
+    january, february, first = _january_spent(client_for, provider, seller, other_customer)
 
     # A third of January credited after the seller spent it: 4.99 owed back.
     with time_machine.travel(at(3, 2), tick=False):
@@ -137,12 +104,7 @@ def test_proceeds_smaller_than_the_debt_settle_part_of_it_and_grant_nothing(
     other_customer: Organization,
 ) -> None:
     seller = customer
-    january_contract, february_contract = _two_sales(client_for, provider, seller, other_customer)
-    cycle(at(2, 1, 2))
-    january = Invoice.objects.get(contract_id=january_contract)
-    invoice_mark_paid(invoice=january, actor="ops", reason="wire", at=at(2, 5))
-    cycle(at(3, 1, 2))
-    february = Invoice.objects.get(contract_id=february_contract)
+    january, february, _ = _january_spent(client_for, provider, seller, other_customer)
     with time_machine.travel(at(3, 2), tick=False):
         credit_note_issue(invoice=january, reason="all down", actor="ops", amount=SOLD)
         # Half of February credited before payment: 7.49 of its proceeds are left to pay.

@@ -63,11 +63,9 @@ def _post(client: Any, url: str, body: dict[str, Any] | None = None) -> Any:
     return response.json()
 
 
-def _sold_and_billed(
-    client_for: Any, provider: Organization, seller: Organization, buyer: Organization
-) -> Sale:
-    """The seller reserves 2 GPUs for two months, lists them for 3 hours at 3.33, the buyer
-    buys; the billing cycle of 1 February issues January on both contracts."""
+def reserved_lease(client_for: Any, provider: Organization, seller: Organization) -> Any:
+    """The seller reserves 2 GPUs for January and February 2027 (resale allowed: fee 5 %, the
+    provider's share 20 %); the lease as the API answers it."""
     with time_machine.travel(at(1, 1) - timedelta(days=1), tick=False):
         offer, _ = make_pool(
             provider,
@@ -75,7 +73,7 @@ def _sold_and_billed(
             reserved_ladder={"1": "0"},
             contract_template=[SLA, EXIT_NOW, assignment(provider_share_pct="20")],
         )
-    lease = _post(
+    return _post(
         client_for(seller),
         LEASES,
         {
@@ -86,23 +84,40 @@ def _sold_and_billed(
             "term_months": 2,
         },
     )
+
+
+def resold(
+    client_for: Any, seller: Organization, buyer: Organization, lease: Any, month: int
+) -> int:
+    """The seller lists both GPUs for 3 hours on the 10th of `month` at 3.33 and the buyer buys
+    them; the sublease's contract."""
     listing = _post(
         client_for(seller),
         LISTINGS,
         {
             "lease": lease["id"],
             "gpu_count": 2,
-            "start": at(1, 10).isoformat(),
-            "end": at(1, 10, 3).isoformat(),
+            "start": at(month, 10).isoformat(),
+            "end": at(month, 10, 3).isoformat(),
             "ask_price_per_gpu_hour": "3.33",
             "currency": "USD",
         },
     )
     sub = _post(client_for(buyer), f"{LISTINGS}{listing['id']}/buy/")
+    return Lease.objects.get(pk=sub["id"]).contract_id
+
+
+def _sold_and_billed(
+    client_for: Any, provider: Organization, seller: Organization, buyer: Organization
+) -> Sale:
+    """The seller reserves 2 GPUs for two months, lists them for 3 hours at 3.33, the buyer
+    buys; the billing cycle of 1 February issues January on both contracts."""
+    lease = reserved_lease(client_for, provider, seller)
+    contract_id = resold(client_for, seller, buyer, lease, 1)
     cycle(at(2, 1, 2))
     return Sale(
         seller_invoice=Invoice.objects.get(contract_id=lease["contract_id"], period_start=at(1, 1)),
-        buyer_invoice=Invoice.objects.get(contract=Lease.objects.get(pk=sub["id"]).contract),
+        buyer_invoice=Invoice.objects.get(contract_id=contract_id),
         seller_contract_id=lease["contract_id"],
     )
 
