@@ -26,7 +26,10 @@ are checked against the bare amounts.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -428,24 +431,54 @@ def bare() -> tuple[float, float, dict[int, Any]]:
     return aggregate, with_writes, amounts
 
 
-def cycle(batch_size: int | None) -> tuple[float, float, int, Any]:
-    """Run the billing cycle as of NOW in this process; (seconds, CPU seconds, statements, run)."""
+def _statement_shape(sql: str) -> str:
+    """A statement without its literals, to group the timings (`--profile`)."""
+    return re.sub(r"\b\d+\b", "N", sql)[:160]
+
+
+def cycle(batch_size: int | None, *, profile: bool = False) -> tuple[float, float, int, Any]:
+    """Run the billing cycle as of NOW in this process; (seconds, CPU seconds, statements, run).
+
+    `profile`: run it under cProfile and print the top functions (cumulative and own time)
+    and the statements that took the most time in all.
+    """
     import time_machine
     from django.db import connection
 
     from billing.services.cycle import billing_cycle_run
 
     statements = 0
+    timings: dict[str, list[float]] = {}
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         nonlocal statements
         statements += 1
-        return execute(sql, params, many, context)
+        if not profile:
+            return execute(sql, params, many, context)
+        began = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            timing = timings.setdefault(_statement_shape(sql), [0, 0.0])
+            timing[0] += 1
+            timing[1] += time.perf_counter() - began
 
+    profiler = cProfile.Profile() if profile else None
     with time_machine.travel(NOW, tick=True), connection.execute_wrapper(count):
         began, cpu = time.perf_counter(), time.process_time()
+        if profiler is not None:
+            profiler.enable()
         run = billing_cycle_run(now=NOW, deliver=False, batch_size=batch_size)
+        if profiler is not None:
+            profiler.disable()
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    if profiler is not None:
+        stats = pstats.Stats(profiler, stream=sys.stdout)
+        stats.sort_stats("cumulative").print_stats(45)
+        stats.sort_stats("tottime").print_stats(30)
+        print("statements by total time (count, seconds, shape):")
+        for shape, (times, spent) in sorted(timings.items(), key=lambda item: -item[1][1])[:30]:
+            print(f"  {times:>7} {spent:>8.3f} s  {shape}")
     return seconds, cpu, statements, run
 
 
@@ -455,6 +488,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--contracts", type=int, default=int(os.environ.get("BENCH_CYCLE_CONTRACTS", CONTRACTS))
     )
     parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument(
+        "--profile", action="store_true", help="print cProfile's top functions and the statements"
+    )
     options = parser.parse_args(argv)
     _setup_django()
     from billing.models import Invoice, InvoiceStatus
@@ -463,7 +499,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loaded = load(options.contracts)
     print(f"loaded {options.contracts:,} contracts in {loaded:.1f} s", flush=True)
     aggregate, with_writes, amounts = bare()
-    seconds, cpu, statements, run = cycle(options.batch_size)
+    seconds, cpu, statements, run = cycle(options.batch_size, profile=options.profile)
     issued = Invoice.objects.filter(status=InvoiceStatus.FINALIZED)
     invoices = issued.count()
     mismatched = sum(

@@ -18,6 +18,7 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from core.deferred import insert_many
 from core.event_types import EVENT_TYPES
 from core.models import OutboxEvent
 
@@ -83,9 +84,12 @@ def emit_to(
         raise ValueError(f"unknown event type {type!r}")
     payload = _json(dict(data))
     at = occurred_at or timezone.now()
-    events = OutboxEvent.objects.bulk_create(
-        OutboxEvent(organization_id=organization_id, type=type, payload=payload, occurred_at=at)
-        for organization_id in dict.fromkeys(organization_ids)
+    events = insert_many(
+        OutboxEvent,
+        (
+            OutboxEvent(organization_id=organization_id, type=type, payload=payload, occurred_at=at)
+            for organization_id in dict.fromkeys(organization_ids)
+        ),
     )
     connection = transaction.get_connection()
     if not any(func is _kick for _, func, _ in connection.run_on_commit):

@@ -41,6 +41,7 @@ from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.models import Contract
 from contracts.schemas import GenerationalPriceStep, IndexLinked
 from contracts.services import contract_index_resets_apply, contract_price_steps_apply
+from core.deferred import batch_writes, insert, reserve_pk, writes_flush
 from core.errors import ApplicationError, Conflict
 from core.memo import batch_memo, memoized
 
@@ -149,7 +150,7 @@ def _draft(facts: BatchFacts, work: _Work, *, now: datetime, finalize: bool) -> 
     """A new invoice of the period, rated once: a draft, or (past its grace) issued right away."""
     contract, period = work.contract, work.period
     rated = _rate(facts, work, now=now)
-    invoice = Invoice.objects.create(
+    invoice = Invoice(
         contract=contract,
         issuer_id=_issuer_of(contract),
         customer_id=contract.lessee_id,
@@ -163,10 +164,11 @@ def _draft(facts: BatchFacts, work: _Work, *, now: datetime, finalize: bool) -> 
         total=rated.total.amount,
         rated_at=now,
     )
-    invoice.contract = contract
+    # Inserted at the batch's flush, with whatever its issue sets (core.deferred).
+    insert(reserve_pk(invoice))
     # A draft's decisions are recorded at its finalization, when the facts can no longer change.
     _store_lines(invoice, rated, record_decisions=finalize, fresh=True)
-    logger.info("invoice draft %s for %s %s", invoice.pk, contract.number, period.start)
+    logger.debug("invoice draft %s for %s %s", invoice.pk, contract.number, period.start)
     return invoice
 
 
@@ -273,7 +275,7 @@ def billing_batch_run(
     while True:
         outcome = BatchOutcome(failures=list(failures))
         try:
-            with transaction.atomic(), batch_memo():
+            with transaction.atomic(), batch_memo(), batch_writes():
                 facts = batch_facts_lock(contract_ids)
                 ledger_accounts_remember(
                     organization_ids=[
@@ -285,6 +287,7 @@ def billing_batch_run(
                 for work in _work_of(facts, now=now):
                     if _identity(work) not in skipped:
                         _bill(facts, work, outcome, now=now, deliver=deliver)
+                writes_flush()
                 billing_run_add(
                     run_id=run_id,
                     batch=batch,
@@ -292,6 +295,16 @@ def billing_batch_run(
                     finalized=outcome.finalized,
                     failures=outcome.failures,
                 )
+            # One line per batch; each invoice's draft, issue and posting are logged at DEBUG.
+            logger.info(
+                "billing batch %s of run %s: %s contracts, %s drafted, %s finalized, %s failures",
+                batch,
+                run_id,
+                len(contract_ids),
+                len(outcome.drafted),
+                len(outcome.finalized),
+                len(outcome.failures),
+            )
             return outcome
         except _Failed as failed:
             skipped.add(_identity(failed.work))

@@ -37,6 +37,7 @@ from billing.models import (
     Refund,
 )
 from contracts.services import json_value
+from core.deferred import batching, insert, insert_many
 from core.errors import SemanticError
 from core.memo import memoized, remember
 
@@ -106,6 +107,10 @@ def _unbalanced(legs: Iterable[Leg]) -> dict[str, Decimal]:
     return {currency: total for currency, total in sums.items() if total != 0}
 
 
+def _entry_order(entry: LedgerEntry) -> tuple[int, Decimal]:
+    return (entry.account_id, entry.amount)
+
+
 def ledger_post(
     *,
     kind: str,
@@ -142,7 +147,7 @@ def ledger_post(
             code="ledger_unbalanced",
             detail={"sums": {currency: str(total) for currency, total in unbalanced.items()}},
         )
-    posted = LedgerTransaction.objects.create(
+    posted = LedgerTransaction(
         kind=kind,
         dedupe_key=dedupe_key,
         effective_at=effective_at,
@@ -156,21 +161,32 @@ def ledger_post(
         credit_grant=credit_grant,
         reverses=reverses,
     )
+    insert(posted)
     # Account pk order (credits first within an account): the balance trigger locks each
     # account row as its entry goes in, always in the same order.
     kept.sort(key=lambda leg: (leg.account.pk, leg.amount))
-    LedgerEntry.objects.bulk_create(
-        LedgerEntry(
-            transaction=posted,
-            account=leg.account,
-            currency=leg.account.currency,
-            amount=leg.amount,
-            memo=leg.memo[:200],
-            invoice_line_id=leg.invoice_line_id,
-        )
-        for leg in kept
+    # A batch of the billing cycle inserts all its entries at once, in that order too.
+    insert_many(
+        LedgerEntry,
+        (
+            LedgerEntry(
+                transaction=posted,
+                account=leg.account,
+                currency=leg.account.currency,
+                amount=leg.amount,
+                memo=leg.memo[:200],
+                invoice_line_id=leg.invoice_line_id,
+            )
+            for leg in kept
+        ),
+        order=_entry_order,
     )
-    logger.info("ledger: posted %s (%s entries)", dedupe_key, len(kept))
+    logger.log(
+        logging.DEBUG if batching() else logging.INFO,
+        "ledger: posted %s (%s entries)",
+        dedupe_key,
+        len(kept),
+    )
     return posted, True
 
 
