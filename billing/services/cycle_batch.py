@@ -29,7 +29,7 @@ from django.db import OperationalError, transaction
 from accounts.models import Organization
 from billing import rating
 from billing.locks import invoice_lock
-from billing.models import INVOICE_LIFECYCLE, Invoice, InvoiceStatus
+from billing.models import INVOICE_LIFECYCLE, AccountKind, Invoice, InvoiceStatus
 from billing.selectors import BILLABLE_STATUSES, billable_periods
 from billing.selectors.batch_facts import BatchFacts, batch_facts_lock, batch_rating_input
 from billing.services.documents import finalize_grace, invoice_finalize_rated
@@ -244,6 +244,21 @@ def _bill(
         outcome.finalized.append(invoice.pk)
 
 
+def _issue_accounts(work_list: list[_Work], *, now: datetime) -> list[tuple[int, str, str]]:
+    """The accounts every issue posts to (the customer's receivable, the issuer's pending
+    share), for the periods this batch issues: opened in one go, not one by one."""
+    ready_by = now - finalize_grace()
+    accounts = []
+    for work in work_list:
+        if work.period.end <= ready_by:
+            contract = work.contract
+            accounts += [
+                (contract.lessee_id, contract.currency, AccountKind.CUSTOMER_RECEIVABLE),
+                (_issuer_of(contract), contract.currency, AccountKind.PROVIDER_PENDING),
+            ]
+    return accounts
+
+
 def _identity(work: _Work) -> tuple[int, datetime, int | None]:
     return (work.contract.pk, work.period.start, work.invoice.pk if work.invoice else None)
 
@@ -277,14 +292,16 @@ def billing_batch_run(
         try:
             with transaction.atomic(), batch_memo(), batch_writes():
                 facts = batch_facts_lock(contract_ids)
+                work_list = _work_of(facts, now=now)
                 ledger_accounts_remember(
                     organization_ids=[
                         party
                         for contract in facts.contracts.values()
                         for party in (contract.lessor_id, contract.lessee_id)
-                    ]
+                    ],
+                    opening=_issue_accounts(work_list, now=now),
                 )
-                for work in _work_of(facts, now=now):
+                for work in work_list:
                     if _identity(work) not in skipped:
                         _bill(facts, work, outcome, now=now, deliver=deliver)
                 writes_flush()

@@ -82,9 +82,28 @@ def ledger_account(
     return memoized(("ledger_account", organization_id, currency, kind, subledger), opened)
 
 
-def ledger_accounts_remember(*, organization_ids: Iterable[int]) -> None:
+def ledger_accounts_remember(
+    *, organization_ids: Iterable[int], opening: Iterable[tuple[int, str, str]] = ()
+) -> None:
     """In a batch memo: read the open accounts of these organizations and of the marketplace in
-    one query, so that `ledger_account` finds each without a query of its own."""
+    one query, so that `ledger_account` finds each without a query of its own.
+
+    `opening`: (organization, currency, kind) accounts the batch will post to, opened first in
+    one INSERT where missing (in key order, so two batches opening the same accounts wait on
+    each other instead of deadlocking).
+    """
+    missing = [
+        LedgerAccount(
+            organization_id=organization_id,
+            currency=currency,
+            kind=kind,
+            may_go_negative=kind not in NON_NEGATIVE_KINDS,
+        )
+        for organization_id, currency, kind in sorted(set(opening))
+        if kind not in MARKETPLACE_KINDS
+    ]
+    if missing:
+        LedgerAccount.objects.bulk_create(missing, ignore_conflicts=True)
     accounts = LedgerAccount.objects.filter(
         Q(organization_id__in=sorted(set(organization_ids))) | Q(organization__isnull=True)
     )
