@@ -68,7 +68,7 @@ def reserve_pk(obj: M) -> M:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                [model._meta.db_table, model._meta.pk.column, POOL],  # type: ignore[union-attr]
+                [model._meta.db_table, model._meta.pk.column, POOL],
             )
             pool.extend(sorted((key for (key,) in cursor.fetchall()), reverse=True))
     obj.pk = pool.pop()
@@ -96,7 +96,7 @@ def insert_many(
     """
     writes = _writes.get()
     if writes is None:
-        return model.objects.bulk_create(objs)
+        return model._default_manager.bulk_create(objs)
     rows = list(objs)
     writes.rows.setdefault(model, []).extend(rows)
     writes.waiting.update(id(obj) for obj in rows)
@@ -135,7 +135,7 @@ def writes_flush() -> None:
         return
     for model, rows in writes.rows.items():
         order = writes.order.get(model)
-        model.objects.bulk_create(sorted(rows, key=order) if order is not None else rows)
+        model._default_manager.bulk_create(sorted(rows, key=order) if order is not None else rows)
     for obj, fields in writes.updates.values():
         obj.save(update_fields=sorted(fields))
     writes.rows.clear()

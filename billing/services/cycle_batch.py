@@ -248,7 +248,7 @@ def _issue_accounts(work_list: list[_Work], *, now: datetime) -> list[tuple[int,
     """The accounts every issue posts to (the customer's receivable, the issuer's pending
     share), for the periods this batch issues: opened in one go, not one by one."""
     ready_by = now - finalize_grace()
-    accounts = []
+    accounts: list[tuple[int, str, str]] = []
     for work in work_list:
         if work.period.end <= ready_by:
             contract = work.contract
