@@ -1,7 +1,8 @@
 """Benchmark of a month's billing cycle: 10,000 card-hour contracts drafted, rated and issued.
 
     DJANGO_ENV=test DATABASE_URL=postgres://postgres@127.0.0.1:5432/cardhour \
-        .venv/bin/python -m bench.billing_cycle [--contracts 10000] [--batch-size 100]
+        .venv/bin/python -m bench.billing_cycle [--contracts 10000] [--batch-size 100] \
+        [--workers N] [--profile]
 
 (`python bench/billing_cycle.py` works too; BENCH_CYCLE_CONTRACTS sets the size as well.)
 
@@ -15,10 +16,15 @@ one node in a hundred. Then, as of 2026-02-01 02:00 (January has ended, and its 
   invoices and their lines written with INSERT ... SELECT (numbers per issuer by row_number),
   in a transaction rolled back afterwards;
 - the billing cycle (`billing_cycle_run`, batches billed one after the other in this process, as
-  one worker does): every invoice drafted, rated once and issued.
+  one worker does): every invoice drafted, rated once and issued. `--workers N`: fanned out as
+  beat runs it, to a real `celery -A config worker -c N` on the billing queue of
+  CELERY_BROKER_URL (env.sh's Redis), timed until the last batch closes the run; the workers'
+  CPU seconds are reported (start-up included). `--profile`: under cProfile, printing the top
+  functions by cumulative and own time and the statements by total time.
 
-It prints invoices/s, SQL statements per invoice (counted by an execute wrapper, SAVEPOINTs
-included) and total seconds beside the goals (<= 60 s, <= 10 statements per invoice), the bare
+It prints invoices/s, CPU milliseconds per invoice (what a loaded machine inflates least), SQL
+statements per invoice (counted by an execute wrapper, SAVEPOINTs included, in this process
+only) and total seconds beside the goals (<= 60 s, <= 10 statements per invoice), the bare
 time and the ratio, and the load average; `main()` returns the figures. The invoices it issues
 are checked against the bare amounts.
 """
