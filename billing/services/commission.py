@@ -22,11 +22,8 @@ from django.db.models import Sum
 
 from accounts.models import Organization
 from billing.models import CommissionCharge, CommissionRate, CreditNote, Invoice
-<<<<<<< HEAD
-from core.deferred import insert
-=======
 from billing.services.resale_proceeds import RESALE_FEE_SOURCE, resale_listing_of
->>>>>>> main
+from core.deferred import insert
 from core.errors import SemanticError, ValidationFailed, require_reason
 from core.memo import memoized
 from core.money import money_amount_check, round_money
