@@ -4,16 +4,16 @@ The billing cycle issues a batch of invoices in one transaction; each invoice wr
 rows (the invoice, its lines, its event, its commission charge, its ledger posting, its outbox
 events), and one statement per row is most of a batch's time. Inside `batch_writes()` the
 writers hand their new rows to `insert` / `insert_many`, which keep them in memory, and
-`writes_flush()` inserts them table by table in the order the tables were first written
-(parents before children, as each writer writes them), one `bulk_create` per table, before the
-batch records what it committed. Outside a batch (an API request, an admin action) the rows are
-inserted at once.
+`writes_flush()` inserts them table by table, each after the tables it points to, one
+`bulk_create` per table, before the batch records what it committed. Outside a batch (an API
+request, an admin action) the rows are inserted at once. Whatever writes a row pointing at a
+waiting one, or reads rows a writer may have deferred, flushes first (a balance draw, a resale
+split).
 
 Rows that other rows point to before the flush take their primary key from the table's sequence
 up front (`reserve_pk`, one query per POOL keys). A deferred row later saved with `update_fields`
 (an invoice moving from draft to finalized) is not updated: it is inserted with its final
-values (`pending`). Whatever reads the database for rows a writer may have deferred (a balance
-draw reads the invoice's lines and its grants' balances) flushes first.
+values (`pending`).
 """
 
 from __future__ import annotations
@@ -127,13 +127,33 @@ def pending(obj: models.Model) -> bool:
     return writes is not None and id(obj) in writes.waiting
 
 
+def _parents_first(tables: list[type[models.Model]]) -> list[type[models.Model]]:
+    """The tables in first-written order, each after the waiting tables it points to (foreign
+    keys are checked at each INSERT)."""
+    ordered: list[type[models.Model]] = []
+
+    def visit(model: type[models.Model], path: set[type[models.Model]]) -> None:
+        if model in ordered:
+            return
+        for column in model._meta.concrete_fields:
+            parent = column.related_model if column.is_relation else None
+            if parent in tables and parent not in path and isinstance(parent, type):
+                visit(parent, path | {parent})
+        ordered.append(model)
+
+    for model in tables:
+        visit(model, {model})
+    return ordered
+
+
 def writes_flush() -> None:
     """Insert the waiting rows, one INSERT per table, parents first, then save the deferred
     updates; no-op outside a batch."""
     writes = _writes.get()
     if writes is None:
         return
-    for model, rows in writes.rows.items():
+    for model in _parents_first(list(writes.rows)):
+        rows = writes.rows[model]
         order = writes.order.get(model)
         model._default_manager.bulk_create(sorted(rows, key=order) if order is not None else rows)
     for obj, fields in writes.updates.values():
