@@ -47,7 +47,7 @@ from billing.services.postings import (
 )
 from contracts.locks import contract_lock
 from contracts.services import json_value
-from core.deferred import batching, insert, update
+from core.deferred import batching, insert, update, writes_flush
 from core.errors import Conflict, SemanticError, ValidationFailed, require_reason
 from core.events import emit_to
 from core.lifecycle import StatusChange
@@ -229,7 +229,10 @@ def invoice_finalize_rated(*, invoice: Invoice, actor: str, now: datetime) -> In
     # The invoice was a draft until now: nothing of its issue can be posted yet.
     invoice_issued_post(invoice=invoice, actor=actor, first_issue=True)
     if drawn and invoice.total == 0:
-        # Settled in full from the prepaid balance: there is nothing left to collect.
+        # Settled in full from the prepaid balance: there is nothing left to collect. The
+        # payment's posting reads the issue's rows (its commission charge): a cycle batch's
+        # waiting rows go in first.
+        writes_flush()
         invoice_transition(
             invoice=invoice,
             to_status=InvoiceStatus.PAID,
