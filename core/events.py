@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -47,6 +48,18 @@ def _kick() -> None:
     current_app.send_task(DISPATCH_TASK, ignore_result=True)
 
 
+def _kick_on_commit() -> None:
+    """One kick per transaction, however many events it wrote (settings.OUTBOX_KICK_ON_COMMIT).
+
+    Robust: a broker hiccup must not undo the committed change, the beat dispatcher catches up.
+    """
+    if not settings.OUTBOX_KICK_ON_COMMIT:
+        return
+    connection = transaction.get_connection()
+    if not any(func is _kick for _, func, _ in connection.run_on_commit):
+        transaction.on_commit(_kick, robust=True)
+
+
 def emit(
     *,
     organization_id: int,
@@ -63,11 +76,7 @@ def emit(
         payload=_json(dict(data)),
         occurred_at=occurred_at or timezone.now(),
     )
-    # One kick per transaction, however many events it wrote; robust: a broker hiccup must not
-    # undo the committed change, the beat dispatcher catches up.
-    connection = transaction.get_connection()
-    if not any(func is _kick for _, func, _ in connection.run_on_commit):
-        transaction.on_commit(_kick, robust=True)
+    _kick_on_commit()
     return event
 
 
@@ -91,7 +100,5 @@ def emit_to(
             for organization_id in dict.fromkeys(organization_ids)
         ),
     )
-    connection = transaction.get_connection()
-    if not any(func is _kick for _, func, _ in connection.run_on_commit):
-        transaction.on_commit(_kick, robust=True)
+    _kick_on_commit()
     return events
