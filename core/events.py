@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.deferred import insert_many
 from core.event_types import EVENT_TYPES
 from core.models import OutboxEvent
 
@@ -92,9 +93,12 @@ def emit_to(
         raise ValueError(f"unknown event type {type!r}")
     payload = _json(dict(data))
     at = occurred_at or timezone.now()
-    events = OutboxEvent.objects.bulk_create(
-        OutboxEvent(organization_id=organization_id, type=type, payload=payload, occurred_at=at)
-        for organization_id in dict.fromkeys(organization_ids)
+    events = insert_many(
+        OutboxEvent,
+        (
+            OutboxEvent(organization_id=organization_id, type=type, payload=payload, occurred_at=at)
+            for organization_id in dict.fromkeys(organization_ids)
+        ),
     )
     _kick_on_commit()
     return events

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from django.db import connection, models
 
+from core.deferred import pending
 from core.errors import Conflict
 
 M = TypeVar("M", bound=models.Model)
@@ -119,7 +120,8 @@ class Lifecycle(Generic[M]):
         fields = [self.field, *update_fields]
         if _has_field(obj, "updated_at") and "updated_at" not in fields:
             fields.append("updated_at")
-        obj.save(update_fields=list(dict.fromkeys(fields)))
+        if not pending(obj):  # a row waiting for its batch's flush goes in with its new status
+            obj.save(update_fields=list(dict.fromkeys(fields)))
         change = StatusChange(
             entity=self.entity,
             from_status=from_status,

@@ -315,17 +315,37 @@ def budgets_evaluate(
     return crossed
 
 
+class _BudgetsEvaluation:
+    """The on-commit request of a transaction: one task for every organization it concerns."""
+
+    def __init__(self, organization_ids: set[int]) -> None:
+        self.organization_ids = organization_ids
+        # Django names a failed robust callback by its __qualname__.
+        self.__qualname__ = "budgets_evaluate_enqueue"
+
+    def __call__(self) -> None:
+        current_app.send_task(
+            EVALUATE_TASK, kwargs={"organization_ids": sorted(self.organization_ids)}
+        )
+
+
 def budgets_evaluate_enqueue(organization_ids: Iterable[int]) -> None:
     """After the current transaction commits, ask a worker to evaluate these organizations'
     budgets (by task name: services never import tasks). A broker hiccup loses nothing: the
-    beat run catches up."""
-    ids = sorted(set(organization_ids))
+    beat run catches up. One task per transaction: a batch of the billing cycle issuing a
+    hundred invoices asks once."""
+    ids = set(organization_ids)
     if not ids:
         return
-    transaction.on_commit(
-        lambda: current_app.send_task(EVALUATE_TASK, kwargs={"organization_ids": ids}),
-        robust=True,
-    )
+    connection = transaction.get_connection()
+    active = set(connection.savepoint_ids)
+    for savepoints, callback, _ in connection.run_on_commit:
+        # Only a request that survives whatever this one survives (not one of a savepoint that
+        # may still roll back without this code's).
+        if isinstance(callback, _BudgetsEvaluation) and savepoints <= active:
+            callback.organization_ids |= ids
+            return
+    transaction.on_commit(_BudgetsEvaluation(ids), robust=True)
 
 
 def exhausted_blocking_budget(

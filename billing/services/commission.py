@@ -27,6 +27,7 @@ from billing.services.resale_proceeds import (
     credited_before,
     resale_listing_of,
 )
+from core.deferred import insert
 from core.errors import SemanticError, ValidationFailed, require_reason
 from core.memo import memoized
 from core.money import money_amount_check, round_money
@@ -116,19 +117,21 @@ def commission_charge_for_invoice(
     rate = commission_rate_for(invoice)
     amount = commission_amount(base=base, rate=rate, currency=invoice.currency)
     minimum = f", at least {rate.minimum} {invoice.currency}" if rate.minimum else ""
-    return CommissionCharge.objects.create(
-        invoice=invoice,
-        provider_id=invoice.issuer_id,
-        currency=invoice.currency,
-        base=base,
-        percent=rate.percent,
-        minimum=rate.minimum,
-        source=rate.source,
-        amount=amount,
-        explanation=(
-            f"{rate.percent} % ({rate.source} rate{minimum}) of {base} {invoice.currency}, "
-            f"the provider's pre-tax share of {invoice.number}: {amount} {invoice.currency}."
-        ),
+    return insert(
+        CommissionCharge(
+            invoice=invoice,
+            provider_id=invoice.issuer_id,
+            currency=invoice.currency,
+            base=base,
+            percent=rate.percent,
+            minimum=rate.minimum,
+            source=rate.source,
+            amount=amount,
+            explanation=(
+                f"{rate.percent} % ({rate.source} rate{minimum}) of {base} {invoice.currency}, "
+                f"the provider's pre-tax share of {invoice.number}: {amount} {invoice.currency}."
+            ),
+        )
     )
 
 

@@ -29,7 +29,7 @@ from django.db import OperationalError, transaction
 from accounts.models import Organization
 from billing import rating
 from billing.locks import invoice_lock
-from billing.models import INVOICE_LIFECYCLE, Invoice, InvoiceStatus
+from billing.models import INVOICE_LIFECYCLE, AccountKind, Invoice, InvoiceStatus
 from billing.selectors import BILLABLE_STATUSES, billable_periods
 from billing.selectors.batch_facts import BatchFacts, batch_facts_lock, batch_rating_input
 from billing.services.documents import finalize_grace, invoice_finalize_rated
@@ -42,6 +42,7 @@ from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.models import Contract
 from contracts.schemas import GenerationalPriceStep, IndexLinked
 from contracts.services import contract_index_resets_apply, contract_price_steps_apply
+from core.deferred import batch_writes, insert, reserve_pk, writes_flush
 from core.errors import ApplicationError, Conflict
 from core.memo import batch_memo, memoized
 
@@ -150,7 +151,7 @@ def _draft(facts: BatchFacts, work: _Work, *, now: datetime, finalize: bool) -> 
     """A new invoice of the period, rated once: a draft, or (past its grace) issued right away."""
     contract, period = work.contract, work.period
     rated = _rate(facts, work, now=now)
-    invoice = Invoice.objects.create(
+    invoice = Invoice(
         contract=contract,
         issuer_id=_issuer_of(contract),
         customer_id=contract.lessee_id,
@@ -164,10 +165,11 @@ def _draft(facts: BatchFacts, work: _Work, *, now: datetime, finalize: bool) -> 
         total=rated.total.amount,
         rated_at=now,
     )
-    invoice.contract = contract
+    # Inserted at the batch's flush, with whatever its issue sets (core.deferred).
+    insert(reserve_pk(invoice))
     # A draft's decisions are recorded at its finalization, when the facts can no longer change.
     _store_lines(invoice, rated, record_decisions=finalize, fresh=True)
-    logger.info("invoice draft %s for %s %s", invoice.pk, contract.number, period.start)
+    logger.debug("invoice draft %s for %s %s", invoice.pk, contract.number, period.start)
     return invoice
 
 
@@ -243,6 +245,21 @@ def _bill(
         outcome.finalized.append(invoice.pk)
 
 
+def _issue_accounts(work_list: list[_Work], *, now: datetime) -> list[tuple[int, str, str]]:
+    """The accounts every issue posts to (the customer's receivable, the issuer's pending
+    share), for the periods this batch issues: opened in one go, not one by one."""
+    ready_by = now - finalize_grace()
+    accounts: list[tuple[int, str, str]] = []
+    for work in work_list:
+        if work.period.end <= ready_by:
+            contract = work.contract
+            accounts += [
+                (contract.lessee_id, contract.currency, AccountKind.CUSTOMER_RECEIVABLE),
+                (_issuer_of(contract), contract.currency, AccountKind.PROVIDER_PENDING),
+            ]
+    return accounts
+
+
 def _identity(work: _Work) -> tuple[int, datetime, int | None]:
     return (work.contract.pk, work.period.start, work.invoice.pk if work.invoice else None)
 
@@ -274,19 +291,22 @@ def billing_batch_run(
     while True:
         outcome = BatchOutcome(failures=list(failures))
         try:
-            with transaction.atomic(), batch_memo():
+            with transaction.atomic(), batch_memo(), batch_writes():
                 facts = batch_facts_lock(contract_ids)
+                work_list = _work_of(facts, now=now)
                 ledger_accounts_remember(
                     organization_ids=[
                         party
                         for contract in facts.contracts.values()
                         for party in (contract.lessor_id, contract.lessee_id)
-                    ]
+                    ],
+                    opening=_issue_accounts(work_list, now=now),
                 )
                 resale_listings_remember(contract_ids=facts.contracts.keys())
-                for work in _work_of(facts, now=now):
+                for work in work_list:
                     if _identity(work) not in skipped:
                         _bill(facts, work, outcome, now=now, deliver=deliver)
+                writes_flush()
                 billing_run_add(
                     run_id=run_id,
                     batch=batch,
@@ -294,6 +314,16 @@ def billing_batch_run(
                     finalized=outcome.finalized,
                     failures=outcome.failures,
                 )
+            # One line per batch; each invoice's draft, issue and posting are logged at DEBUG.
+            logger.info(
+                "billing batch %s of run %s: %s contracts, %s drafted, %s finalized, %s failures",
+                batch,
+                run_id,
+                len(contract_ids),
+                len(outcome.drafted),
+                len(outcome.finalized),
+                len(outcome.failures),
+            )
             return outcome
         except _Failed as failed:
             skipped.add(_identity(failed.work))

@@ -47,6 +47,7 @@ from billing.services.postings import (
 )
 from contracts.locks import contract_lock
 from contracts.services import json_value
+from core.deferred import batching, insert, update, writes_flush
 from core.errors import Conflict, SemanticError, ValidationFailed, require_reason
 from core.events import emit_to
 from core.lifecycle import StatusChange
@@ -66,7 +67,8 @@ def _next_number(*, issuer: Organization, series: str, year: int) -> tuple[int, 
     """The next gapless number of the issuer's series in the year (locks the sequence row)."""
     sequence = document_sequence_lock(issuer=issuer, series=series, year=year)
     sequence.last_number += 1
-    sequence.save(update_fields=["last_number"])
+    # In a batch of the billing cycle the locked row is written once, at the batch's flush.
+    update(sequence, fields=["last_number"])
     prefix = SERIES_PREFIX[NumberSeries(series)]
     return sequence.last_number, f"{prefix}-{issuer.slug.upper()}-{year}-{sequence.last_number:06d}"
 
@@ -108,21 +110,29 @@ def _invoice_webhook(invoice: Invoice, change: StatusChange) -> None:
 
 def _invoice_event_write(invoice: Invoice, change: StatusChange) -> None:
     """The invoice lifecycle's event writer (and a log line for the operators' logs)."""
-    InvoiceEvent.objects.create(
-        invoice=invoice,
-        from_status=change.from_status,
-        to_status=change.to_status,
-        effective_at=change.at,
-        actor=change.actor,
-        explanation=(
-            f"Invoice {invoice} went from {change.from_status} to {change.to_status}: "
-            f"{change.reason}"
-        ),
-        inputs={key: json_value(value) for key, value in change.inputs.items()},
+    insert(
+        InvoiceEvent(
+            invoice=invoice,
+            from_status=change.from_status,
+            to_status=change.to_status,
+            effective_at=change.at,
+            actor=change.actor,
+            explanation=(
+                f"Invoice {invoice} went from {change.from_status} to {change.to_status}: "
+                f"{change.reason}"
+            ),
+            inputs={key: json_value(value) for key, value in change.inputs.items()},
+        )
     )
     _invoice_webhook(invoice, change)
-    logger.info(
-        "invoice %s: %s -> %s by %s", invoice.pk, change.from_status, change.to_status, change.actor
+    # In a batch of the billing cycle the batch logs its counts; each invoice at DEBUG.
+    logger.log(
+        logging.DEBUG if batching() else logging.INFO,
+        "invoice %s: %s -> %s by %s",
+        invoice.pk,
+        change.from_status,
+        change.to_status,
+        change.actor,
     )
 
 
@@ -219,7 +229,10 @@ def invoice_finalize_rated(*, invoice: Invoice, actor: str, now: datetime) -> In
     # The invoice was a draft until now: nothing of its issue can be posted yet.
     invoice_issued_post(invoice=invoice, actor=actor, first_issue=True)
     if drawn and invoice.total == 0:
-        # Settled in full from the prepaid balance: there is nothing left to collect.
+        # Settled in full from the prepaid balance: there is nothing left to collect. The
+        # payment's posting reads the issue's rows (its commission charge): a cycle batch's
+        # waiting rows go in first.
+        writes_flush()
         invoice_transition(
             invoice=invoice,
             to_status=InvoiceStatus.PAID,

@@ -32,6 +32,7 @@ from billing.models import (
     grant_subledger,
 )
 from billing.services.postings import lines_in_hand_forget
+from core.deferred import writes_flush
 from core.memo import memoized
 from core.money import minor_unit, round_money
 
@@ -108,6 +109,8 @@ def invoice_balance_draw(*, invoice: Invoice, now: datetime) -> Decimal:
     candidates = drawable_grants(customer_id=invoice.customer_id, currency=currency, now=now)
     if not candidates:
         return Decimal(0)
+    # The draw reads the invoice's lines and the grants' balances: a batch's waiting rows first.
+    writes_flush()
     locked = ledger_accounts_lock(*(account for _, account in candidates))
     lines = list(invoice.lines.order_by("position"))
     caps = _scope_caps(invoice, lines)

@@ -28,6 +28,7 @@ from contracts.services import (
     contract_price_steps_apply,
     decision_record,
 )
+from core.deferred import insert_many, reserve_pk
 from core.errors import Conflict, NotFound
 
 logger = logging.getLogger(__name__)
@@ -58,23 +59,28 @@ def _store_lines(
     """
     if not fresh:
         invoice.lines.all().delete()
-    lines = InvoiceLine.objects.bulk_create(
-        InvoiceLine(
-            invoice=invoice,
-            position=position,
-            kind=draft.kind,
-            description=draft.description,
-            quantity=draft.quantity,
-            unit=draft.unit,
-            unit_price=draft.unit_price,
-            amount=draft.amount.amount,
-            currency=draft.amount.currency,
-            taxable=draft.taxable,
-            service_start=draft.service_start,
-            service_end=draft.service_end,
-            inputs=draft.inputs,
-        )
-        for position, draft in enumerate(rated.lines, start=1)
+    lines = insert_many(
+        InvoiceLine,
+        (
+            reserve_pk(
+                InvoiceLine(
+                    invoice=invoice,
+                    position=position,
+                    kind=draft.kind,
+                    description=draft.description,
+                    quantity=draft.quantity,
+                    unit=draft.unit,
+                    unit_price=draft.unit_price,
+                    amount=draft.amount.amount,
+                    currency=draft.amount.currency,
+                    taxable=draft.taxable,
+                    service_start=draft.service_start,
+                    service_end=draft.service_end,
+                    inputs=draft.inputs,
+                )
+            )
+            for position, draft in enumerate(rated.lines, start=1)
+        ),
     )
     links = []
     for line, draft in zip(lines, rated.lines, strict=True):
@@ -91,7 +97,7 @@ def _store_lines(
             for event_id in dict.fromkeys(event_ids)
         ]
     if links:
-        InvoiceLine.events.through.objects.bulk_create(links)
+        insert_many(InvoiceLine.events.through, links)
     # The issue posting reads these lines instead of reading them back.
     lines_in_hand_keep(invoice, lines)
 

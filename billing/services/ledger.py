@@ -37,6 +37,7 @@ from billing.models import (
     Refund,
 )
 from contracts.services import json_value
+from core.deferred import batching, insert, insert_many
 from core.errors import SemanticError
 from core.memo import memoized, remember
 
@@ -81,9 +82,28 @@ def ledger_account(
     return memoized(("ledger_account", organization_id, currency, kind, subledger), opened)
 
 
-def ledger_accounts_remember(*, organization_ids: Iterable[int]) -> None:
+def ledger_accounts_remember(
+    *, organization_ids: Iterable[int], opening: Iterable[tuple[int, str, str]] = ()
+) -> None:
     """In a batch memo: read the open accounts of these organizations and of the marketplace in
-    one query, so that `ledger_account` finds each without a query of its own."""
+    one query, so that `ledger_account` finds each without a query of its own.
+
+    `opening`: (organization, currency, kind) accounts the batch will post to, opened first in
+    one INSERT where missing (in key order, so two batches opening the same accounts wait on
+    each other instead of deadlocking).
+    """
+    missing = [
+        LedgerAccount(
+            organization_id=organization_id,
+            currency=currency,
+            kind=kind,
+            may_go_negative=kind not in NON_NEGATIVE_KINDS,
+        )
+        for organization_id, currency, kind in sorted(set(opening))
+        if kind not in MARKETPLACE_KINDS
+    ]
+    if missing:
+        LedgerAccount.objects.bulk_create(missing, ignore_conflicts=True)
     accounts = LedgerAccount.objects.filter(
         Q(organization_id__in=sorted(set(organization_ids))) | Q(organization__isnull=True)
     )
@@ -104,6 +124,10 @@ def _unbalanced(legs: Iterable[Leg]) -> dict[str, Decimal]:
     for leg in legs:
         sums[leg.account.currency] += leg.amount
     return {currency: total for currency, total in sums.items() if total != 0}
+
+
+def _entry_order(entry: LedgerEntry) -> tuple[int, Decimal]:
+    return (entry.account_id, entry.amount)
 
 
 def ledger_post(
@@ -142,7 +166,7 @@ def ledger_post(
             code="ledger_unbalanced",
             detail={"sums": {currency: str(total) for currency, total in unbalanced.items()}},
         )
-    posted = LedgerTransaction.objects.create(
+    posted = LedgerTransaction(
         kind=kind,
         dedupe_key=dedupe_key,
         effective_at=effective_at,
@@ -156,21 +180,32 @@ def ledger_post(
         credit_grant=credit_grant,
         reverses=reverses,
     )
+    insert(posted)
     # Account pk order (credits first within an account): the balance trigger locks each
     # account row as its entry goes in, always in the same order.
     kept.sort(key=lambda leg: (leg.account.pk, leg.amount))
-    LedgerEntry.objects.bulk_create(
-        LedgerEntry(
-            transaction=posted,
-            account=leg.account,
-            currency=leg.account.currency,
-            amount=leg.amount,
-            memo=leg.memo[:200],
-            invoice_line_id=leg.invoice_line_id,
-        )
-        for leg in kept
+    # A batch of the billing cycle inserts all its entries at once, in that order too.
+    insert_many(
+        LedgerEntry,
+        (
+            LedgerEntry(
+                transaction=posted,
+                account=leg.account,
+                currency=leg.account.currency,
+                amount=leg.amount,
+                memo=leg.memo[:200],
+                invoice_line_id=leg.invoice_line_id,
+            )
+            for leg in kept
+        ),
+        order=_entry_order,
     )
-    logger.info("ledger: posted %s (%s entries)", dedupe_key, len(kept))
+    logger.log(
+        logging.DEBUG if batching() else logging.INFO,
+        "ledger: posted %s (%s entries)",
+        dedupe_key,
+        len(kept),
+    )
     return posted, True
 
 

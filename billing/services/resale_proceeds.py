@@ -39,6 +39,7 @@ from billing.models import (
 )
 from billing.resale_split import resale_give_back, resale_split
 from billing.services.ledger import Leg, ledger_account, ledger_post
+from core.deferred import writes_flush
 from core.memo import memoized, remember
 from leasing.models import ResaleListing
 
@@ -111,6 +112,8 @@ def resale_split_for_invoice(
         provider_share_pct=listing.provider_share_pct,
         currency=currency,
     )
+    # The split points at the invoice (and its fee): a cycle batch's waiting rows go in first.
+    writes_flush()
     return ResaleProceeds.objects.create(
         invoice=invoice,
         listing=listing,
