@@ -1,12 +1,13 @@
 """Asset months and payback: every node's months in its capex currency, and its standing.
 
-Idempotent and incremental: each month carries a fingerprint of its inputs (allocations,
-outages, the revenue placed on it from issued invoices and credit notes, FX rates, the node's
-and site's costs, its span of service). A run recomputes a node from its first month whose
-fingerprint changed (later months follow: cumulative figures carry over), continues from the
-stored months before it, and writes only rows whose values changed; so late usage, a credit
-note or a corrected FX rate still shows up the next night without any bookkeeping. `full=True`
-recomputes every month (operators' "recompute now").
+Idempotent and incremental: triggers mark the first month of a node whose SQL inputs changed
+(allocations, outages, the node's and site's costs, its retirement: the dirty set, see
+`selectors/dirty.py`), and each month carries a digest of the revenue placed on it and the FX
+rates it converts with. A run recomputes a node from the earliest month either names, and from
+its last month at the latest (later months follow: cumulative figures carry over), continues
+from the stored months before it, and writes only rows whose values changed; so late usage, a
+credit note or a corrected FX rate still shows up the next night without scanning every input.
+`full=True` recomputes every month (operators' "recompute now").
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from django.utils import timezone
 from economics import payback
 from economics.fx import Conversion, FxTable
 from economics.models import AssetMonth, AssetPayback
-from economics.selectors.fingerprints import month_fingerprints, stored_fingerprints
+from economics.selectors.dirty import dirty_months_take, revenue_fingerprints, service_months
+from economics.selectors.fingerprints import stored_fingerprints
 from economics.selectors.gpu_hours import HOUR, HOURS, GpuSeconds, gpu_seconds
 from economics.selectors.revenue import RevenuePiece, next_month, revenue_attribute
 from economics.services.asset_rows import StoredMonth, asset_rows_write, stored_months
@@ -204,12 +206,16 @@ class Plan:
 
 
 def _plan(
-    node_ids: Sequence[int], fingerprints: dict[tuple[int, date], str], *, full: bool
+    node_ids: Sequence[int],
+    months: dict[int, list[date]],
+    fingerprints: dict[tuple[int, date], str],
+    *,
+    every_node: bool,
+    full: bool,
 ) -> Plan:
-    """Compare the computed fingerprints with the stored ones, node by node."""
-    months: dict[int, list[date]] = defaultdict(list)
-    for node_id, month in sorted(fingerprints):
-        months[node_id].append(month)
+    """Each node from its earliest month that the dirty set or a changed revenue/FX digest
+    names, and at the latest from its last month (the running month moves with `now`)."""
+    dirty = dirty_months_take(node_ids=None if every_node else node_ids)
     stored = stored_fingerprints(node_ids=node_ids)
     with_payback = set(
         AssetPayback.objects.filter(node_id__in=node_ids).values_list("node_id", flat=True)
@@ -220,9 +226,22 @@ def _plan(
         computed, kept = months.get(node_id, []), stored.get(node_id, {})
         gone = sorted(set(kept) - set(computed))
         stale.extend((node_id, month) for month in gone)
-        changed = [m for m in computed if full or kept.get(m) != fingerprints[node_id, m]]
-        if changed or gone or full or node_id not in with_payback:
-            start[node_id] = changed[0] if changed else None
+        if not computed:
+            if gone or full or node_id not in with_payback:
+                start[node_id] = None
+            continue
+        firsts = [computed[-1]]
+        if full or node_id not in with_payback:
+            firsts.append(computed[0])
+        if node_id in dirty:
+            firsts.append(max(dirty[node_id], computed[0]))
+        if kept and computed[0] <= max(kept) <= computed[-1]:
+            # The month that was running at the last run may be whole by now.
+            firsts.append(max(kept))
+        changed = next((m for m in computed if kept.get(m) != fingerprints[node_id, m]), None)
+        if changed is not None:
+            firsts.append(changed)
+        start[node_id] = min(firsts)
     return Plan(months=months, start=start, stale=stale)
 
 
@@ -256,7 +275,8 @@ def asset_economics_refresh(
     node_list = list(nodes)
     ids = [node.pk for node in node_list]
     attribution = revenue_attribute()
-    fingerprints = month_fingerprints(node_ids=ids, now=now, revenue=attribution.pieces)
+    months = service_months(node_ids=ids, now=now)
+    fingerprints = revenue_fingerprints(nodes=node_list, months=months, revenue=attribution.pieces)
     in_run = set(ids)
     for (node_id, month), pieces in attribution.pieces.items():
         if node_id in in_run and (node_id, month) not in fingerprints:
@@ -273,7 +293,7 @@ def asset_economics_refresh(
                 for piece in pieces
             )
     with transaction.atomic():
-        plan = _plan(ids, fingerprints, full=full)
+        plan = _plan(ids, months, fingerprints, every_node=node_ids is None, full=full)
         buckets = _buckets(plan, now)
         prior = stored_months(before=plan.start)
         fx = FxTable.load()
