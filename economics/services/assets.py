@@ -27,10 +27,11 @@ from economics import payback
 from economics.fx import Conversion, FxTable
 from economics.models import AssetMonth, AssetPayback
 from economics.selectors.dirty import dirty_months_take, revenue_fingerprints, service_months
+from economics.selectors.earlier_months import EarlierMonths, earlier_months
 from economics.selectors.fingerprints import stored_fingerprints
 from economics.selectors.gpu_hours import HOUR, HOURS, GpuSeconds, gpu_seconds
 from economics.selectors.revenue import RevenuePiece, next_month, revenue_attribute
-from economics.services.asset_rows import StoredMonth, asset_rows_write, stored_months
+from economics.services.asset_rows import asset_rows_write
 from inventory.models import Node
 
 ZERO = Decimal("0")
@@ -75,12 +76,13 @@ def node_months(
     fx: FxTable,
     computed_at: datetime,
     *,
-    prior: Sequence[StoredMonth] = (),
+    earlier: EarlierMonths | None = None,
     fingerprints: dict[date, str] | None = None,
 ) -> NodeMonths:
     """One node's months in its capex currency, its payback, with conversions and warnings.
 
-    `buckets` may start after the node's first month: `prior` are the months before, as stored.
+    `buckets` may start after the node's first month: `earlier` sums up the months before, as
+    stored.
     """
     site = node.site
     asset = payback.Asset(
@@ -136,17 +138,14 @@ def node_months(
             ],
         }
         details.append((detail, warnings))
-    before_facts = [facts for facts, _ in prior]
-    before_figures = [figures for _, figures in prior]
-    figures = payback.asset_months(
-        asset, facts, start=payback.progress_after(before_facts, before_figures)
-    )
+    figures = payback.asset_months(asset, facts, start=earlier.progress if earlier else None)
+    months_before = earlier.earlier.months if earlier else 0
     fingerprints = fingerprints or {}
     months = [
         AssetMonth(
             node_id=node.pk,
             month=month.month,
-            month_of_life=len(prior) + index,
+            month_of_life=months_before + index,
             currency=asset.currency,
             capex=asset.capex,
             hours_in_month=fact.hours_in_month,
@@ -171,7 +170,9 @@ def node_months(
             zip(facts, figures, details, strict=True), 1
         )
     ]
-    summary = payback.payback_summary(asset, [*before_facts, *facts], [*before_figures, *figures])
+    summary = payback.payback_summary(
+        asset, facts, figures, earlier=earlier.earlier if earlier else None
+    )
     return NodeMonths(
         months=months,
         payback=AssetPayback(
@@ -295,23 +296,30 @@ def asset_economics_refresh(
     with transaction.atomic():
         plan = _plan(ids, months, fingerprints, every_node=node_ids is None, full=full)
         buckets = _buckets(plan, now)
-        prior = stored_months(before=plan.start)
+        first = {node_id: months[node_id][0] for node_id, start in plan.start.items() if start}
+        prior = earlier_months(
+            since=first, before={node_id: start for node_id, start in plan.start.items() if start}
+        )
         fx = FxTable.load()
         results = []
         for node in node_list:
             if node.pk not in plan.start:
                 continue
-            computed = set(plan.months.get(node.pk, []))
-            kept = [(f, m) for f, m in prior.get(node.pk, []) if f.month in computed]
             revenue = {
                 month: attribution.pieces[node.pk, month]
                 for month in buckets.get(node.pk, {})
                 if (node.pk, month) in attribution.pieces
             }
-            own = {m: fingerprints[node.pk, m] for m in computed}
+            own = {m: fingerprints[node.pk, m] for m in months.get(node.pk, [])}
             results.append(
                 node_months(
-                    node, buckets.get(node.pk, {}), revenue, fx, now, prior=kept, fingerprints=own
+                    node,
+                    buckets.get(node.pk, {}),
+                    revenue,
+                    fx,
+                    now,
+                    earlier=prior.get(node.pk),
+                    fingerprints=own,
                 )
             )
         written = asset_rows_write(
