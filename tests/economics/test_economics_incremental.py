@@ -311,3 +311,19 @@ def test_a_credit_note_after_the_run_recomputes_its_nodes_months(fleet: dict[str
     changed = changed_since(before)
     assert changed and {node for node, _ in changed} == {half.pk}
     assert stored() == from_scratch(at(4, 1, 3))
+
+
+def test_a_payback_reached_in_an_earlier_month_stands_when_only_the_running_month_is_recomputed(
+    fleet: dict[str, Node],
+) -> None:
+    rented = fleet["rented"]
+    node_update(node=rented, changes={"capex": Decimal("40000.00")})
+    nightly(at(4, 1, 3))
+    before = stamps()
+
+    nightly(at(4, 2, 3))
+
+    paid_back = AssetPayback.objects.get(node=rented).paid_back_in_month
+    assert paid_back is not None and paid_back < 4  # read back from the stored months
+    assert changed_since(before) == sorted((node.pk, date(2027, 4, 1)) for node in fleet.values())
+    assert stored() == from_scratch(at(4, 2, 3))
