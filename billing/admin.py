@@ -1,6 +1,6 @@
 """Billing admin: usage data, run logs and Stripe records, and the read-only bases the billing
-admin modules share; invoices and credit notes are in admin_invoices, the ledger in admin_ledger,
-asset economics in admin_economics.
+admin modules share; invoices are in admin_invoices, credit notes in admin_credit_notes, the
+ledger in admin_ledger, asset economics in admin_economics.
 
 Everything here is read-only: usage and rollups are derived data, invoice lines come from
 rating, and issued documents never change.
@@ -127,6 +127,7 @@ class UsageRollupRunAdmin(ReadOnlyAdmin):
 # alert rules.
 from billing import (  # noqa: E402, F401
     admin_budgets,
+    admin_credit_notes,
     admin_funds,
     admin_invoices,
     admin_ledger,

@@ -26,17 +26,16 @@ from accounts.admin import CustomerListFilter, ProviderListFilter
 from billing.admin import ReadOnlyAdmin, ReadOnlyMixin
 from billing.models import (
     CreditNote,
-    CreditNoteLine,
     Invoice,
     InvoiceEvent,
     InvoiceLine,
     InvoiceStatus,
 )
-from billing.rendering import CostCentres, credit_note_pdf, invoice_html, invoice_pdf
+from billing.rendering import CostCentres, invoice_html, invoice_pdf
 from billing.selectors.attribution import grouping_parse, invoice_cost_groups
 from billing.services.cycle import invoice_issue
 from billing.services.delivery import credit_note_email, invoice_deliver, invoice_pdf_present
-from billing.services.documents import credit_note_issue, invoice_void
+from billing.services.documents import credit_note_issue, invoice_mark_paid, invoice_void
 from contracts.models import ContractEvent
 from core.admin import ServiceAdminMixin, error_text
 from core.errors import ApplicationError
@@ -112,6 +111,14 @@ class VoidForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}))
 
 
+class PaymentForm(forms.Form):
+    """A payment received outside Stripe (a bank transfer), recorded by an operator."""
+
+    reference = forms.CharField(
+        max_length=200, help_text="The bank's reference of the transfer, kept on the invoice."
+    )
+
+
 class CreditNoteForm(forms.Form):
     """A credit note against one invoice: an amount before tax and the reason."""
 
@@ -151,7 +158,7 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
     list_select_related = ["contract", "issuer", "customer"]
     date_hierarchy = "period_start"
     inlines = [InvoiceLineInline, InvoiceEventInline]
-    actions = ["finalize", "void", "issue_credit_note", "send_again"]
+    actions = ["finalize", "mark_paid", "void", "issue_credit_note", "send_again"]
     change_form_template = "admin/billing/invoice/change_form.html"
     fieldsets = [
         (
@@ -260,6 +267,39 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
                     f"Finalized {done.number}; it is being delivered (PDF, e-mail, Stripe).",
                     level=messages.SUCCESS,
                 )
+
+    @admin.action(description="Record a payment received outside Stripe…", permissions=["operate"])
+    def mark_paid(
+        self, request: HttpRequest, queryset: QuerySet[Invoice]
+    ) -> TemplateResponse | None:
+        """Ask for the transfer's reference, then record each selected invoice paid with it (the
+        ledger collects it; a deposit withheld against it comes back)."""
+        form = PaymentForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            return self._action_form(
+                request,
+                queryset,
+                action="mark_paid",
+                title="Record payments",
+                form=form,
+                submit="Record paid",
+            )
+        reference = form.cleaned_data["reference"].strip()
+        for invoice in queryset.order_by("pk"):
+            done = self.service_call(
+                request,
+                partial(
+                    invoice_mark_paid,
+                    invoice=invoice,
+                    actor=self.actor(request),
+                    reason=f"paid outside Stripe, reference {reference}",
+                ),
+            )
+            if done is not None:
+                self.message_user(
+                    request, f"Recorded {done} paid ({reference}).", level=messages.SUCCESS
+                )
+        return None
 
     @admin.action(description="Void the selected invoices…", permissions=["operate"])
     def void(self, request: HttpRequest, queryset: QuerySet[Invoice]) -> TemplateResponse | None:
@@ -417,67 +457,3 @@ class InvoiceAdmin(ServiceAdminMixin[Invoice], ReadOnlyAdmin):
             groups=invoice_cost_groups(invoice, grouping),
         )
         return HttpResponse(invoice_html(invoice, centres))
-
-
-class CreditNoteLineInline(ReadOnlyMixin, admin.TabularInline[CreditNoteLine, CreditNote]):
-    """What a credit note credits, optionally against an invoice line."""
-
-    model = CreditNoteLine
-    extra = 0
-    can_delete = False
-    fields = readonly_fields = ("description", "invoice_line", "amount")
-
-
-@admin.register(CreditNote)
-class CreditNoteAdmin(ReadOnlyAdmin):
-    """Credit notes: issued from the invoice admin, never edited."""
-
-    list_display = [
-        "number",
-        "invoice",
-        "customer",
-        "total",
-        "currency",
-        "issued_at",
-        "issued_by",
-        "document",
-    ]
-    list_filter = [
-        "currency",
-        ("issuer", ProviderListFilter),
-        ("customer", CustomerListFilter),
-    ]
-    search_fields = ["number", "invoice__number", "invoice__contract__number"]
-    list_select_related = ["invoice", "customer"]
-    date_hierarchy = "issued_at"
-    inlines = [CreditNoteLineInline]
-    readonly_fields = ["document"]
-
-    @admin.display(description="Document")
-    def document(self, note: CreditNote) -> SafeString:
-        """A link to the credit note as PDF."""
-        url = reverse(f"{self.admin_site.name}:billing_creditnote_pdf", args=[note.pk])
-        return format_html("<a href='{}'>Download PDF</a>", url)
-
-    def get_urls(self) -> list[URLPattern]:
-        """The PDF view of one credit note, before the default admin URLs."""
-        own = [
-            path(
-                "<int:note_id>/pdf/",
-                self.admin_site.admin_view(self.pdf_view),
-                name="billing_creditnote_pdf",
-            )
-        ]
-        return own + super().get_urls()
-
-    def pdf_view(self, request: HttpRequest, note_id: int) -> HttpResponse:
-        """The credit note rendered as PDF."""
-        note = get_object_or_404(
-            CreditNote.objects.select_related("invoice__contract", "issuer", "customer"),
-            pk=note_id,
-        )
-        if not self.has_view_permission(request, note):
-            raise PermissionDenied
-        response = HttpResponse(credit_note_pdf(note), content_type="application/pdf")
-        response["Content-Disposition"] = f'attachment; filename="{note.number}.pdf"'
-        return response

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from billing.admin import ReadOnlyAdmin, ReadOnlyMixin
-from billing.models import LedgerAccount, LedgerEntry, LedgerTransaction, Refund
+from billing.models import LedgerAccount, LedgerEntry, LedgerTransaction, Refund, ResaleProceeds
 
 
 @admin.register(LedgerAccount)
@@ -67,3 +67,27 @@ class RefundAdmin(ReadOnlyAdmin):
     list_filter = ["currency"]
     list_select_related = ["customer"]
     search_fields = ["customer__slug", "customer__name", "reason"]
+
+
+@admin.register(ResaleProceeds)
+class ResaleProceedsAdmin(ReadOnlyAdmin):
+    """Splits of sublease invoices and credit notes' give-backs (made by their postings)."""
+
+    list_display = [
+        "id",
+        "invoice",
+        "credit_note",
+        "listing",
+        "seller",
+        "provider",
+        "currency",
+        "base",
+        "fee",
+        "provider_share",
+        "seller_amount",
+        "grant",
+        "from_grant",
+    ]
+    list_filter = ["currency"]
+    list_select_related = ["invoice", "credit_note", "seller", "provider", "grant"]
+    search_fields = ["invoice__number", "seller__slug", "provider__slug", "explanation"]

@@ -108,6 +108,7 @@ class ProviderStatementAdmin(ReadOnlyMixin, ServiceAdminMixin[ProviderStatement]
         "currency",
         "gross_billed",
         "commission",
+        "resale_to_sellers",
         "net_earned",
         "payable",
         "payout",

@@ -41,3 +41,11 @@ class BillingConfig(AppConfig):
 
         lease_hook_register("created", "billing.deposit_hold", deposit_hold)
         lease_hook_register("ended", "billing.deposit_release", deposit_release)
+        # A sublease cut short by its parent (end_with_refund): time already invoiced after the
+        # parent's end is credited back (docs/architecture.md, "Resale").
+        from billing.services.resale_refunds import (  # noqa: PLC0415 (models load after apps)
+            sublease_refund,
+        )
+        from leasing.hooks import sublease_hook_register  # noqa: PLC0415
+
+        sublease_hook_register("parent_ended", "billing.sublease_refund", sublease_refund)

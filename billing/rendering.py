@@ -7,7 +7,6 @@ minor unit with thousands separators; dates are UTC calendar dates.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,58 +20,19 @@ from fpdf.fonts import FontFace
 from billing.attribution import GroupCost
 from billing.models import CreditNote, Invoice, InvoiceStatus, LineKind
 from billing.parties import document_party
+from billing.pdf import (
+    PDF_FONT,
+    DocumentPdf,
+    ascii_safe,
+    pdf_banner,
+    pdf_bytes,
+    pdf_header,
+    pdf_text,
+    pdf_totals,
+    plain_table,
+)
 from contracts.models import ContractEvent
 from core.money import minor_unit, round_money
-
-# Characters that show up in descriptions and contract-event explanations but are not in the
-# latin-1 core fonts of the PDF (or read badly there): their ASCII spelling.
-ASCII_REPLACEMENTS: dict[str, str] = {
-    "\u2265": ">=",  # greater-than or equal to
-    "\u2264": "<=",  # less-than or equal to
-    "\u2260": "!=",  # not equal to
-    "\u2248": "~",  # almost equal to
-    "\u2014": "-",  # em dash
-    "\u2013": "-",  # en dash
-    "\u2012": "-",  # figure dash
-    "\u2212": "-",  # minus sign
-    "\u00d7": "x",  # multiplication sign
-    "\u00f7": "/",  # division sign
-    "\u2026": "...",  # horizontal ellipsis
-    "\u2018": "'",  # left single quotation mark
-    "\u2019": "'",  # right single quotation mark
-    "\u201a": ",",  # single low-9 quotation mark
-    "\u201c": '"',  # left double quotation mark
-    "\u201d": '"',  # right double quotation mark
-    "\u201e": '"',  # double low-9 quotation mark
-    "\u2022": "-",  # bullet
-    "\u00b7": "-",  # middle dot
-    "\u2192": "->",  # rightwards arrow
-    "\u2190": "<-",  # leftwards arrow
-    "\u21d2": "=>",  # rightwards double arrow
-    "\u20ac": "EUR",  # euro sign
-    "\u00a3": "GBP",  # pound sign
-    "\u00a5": "JPY",  # yen sign
-    "\u20b9": "INR",  # indian rupee sign
-    "\u20a9": "KRW",  # won sign
-    "\u2122": "(TM)",  # trade mark sign
-    # Letters without a decomposition to a base letter.
-    "\u0141": "L",  # latin capital letter l with stroke
-    "\u0142": "l",  # latin small letter l with stroke
-    "\u0110": "D",  # latin capital letter d with stroke
-    "\u0111": "d",  # latin small letter d with stroke
-    "\u0131": "i",  # latin small letter dotless i
-    "\u0152": "OE",  # latin capital ligature oe
-    "\u0153": "oe",  # latin small ligature oe
-    "\u00a0": " ",
-    "\u202f": " ",
-    "\u2009": " ",
-    "\u200b": "",
-}
-
-PDF_FONT = "Helvetica"
-# Width (mm) of the issuer / bill-to column; the facts column starts right of it at x=115.
-LEFT_WIDTH = 95
-
 
 # ------------------------------------------------------------------ formatting
 
@@ -103,23 +63,6 @@ def format_date(moment: datetime | None) -> str:
 def format_pct(value: Decimal) -> str:
     """A percentage without trailing zeros: '19 %', '7.5 %'."""
     return f"{format_number(value)} %"
-
-
-def ascii_safe(text: str) -> str:
-    """Text the latin-1 PDF core fonts can print: known symbols spelled in ASCII, rest folded."""
-    for symbol, spelling in ASCII_REPLACEMENTS.items():
-        text = text.replace(symbol, spelling)
-    out: list[str] = []
-    for char in text:
-        if ord(char) < 256:
-            out.append(char)
-            continue
-        # Accented letters outside latin-1 (e.g. "ł", "ő") keep their base letter.
-        folded = "".join(
-            c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
-        )
-        out.append(folded if folded and all(ord(c) < 256 for c in folded) else "?")
-    return "".join(out)
 
 
 # ------------------------------------------------------------------ contexts
@@ -269,125 +212,11 @@ def credit_note_html(note: CreditNote) -> str:
 # ------------------------------------------------------------------ PDF
 
 
-class _DocumentPdf(FPDF):
-    """An A4 page with a footer that names the document and counts pages."""
-
-    def __init__(self, footer_text: str) -> None:
-        """Portrait A4 in millimetres; the footer text is sanitized once here."""
-        super().__init__(orientation="P", unit="mm", format="A4")
-        self.footer_text = ascii_safe(footer_text)
-        self.set_margins(15, 15, 15)
-        self.set_auto_page_break(auto=True, margin=20)
-
-    def footer(self) -> None:
-        """Document name and 'page n of N' on every page."""
-        self.set_y(-13)
-        self.set_font(PDF_FONT, size=8)
-        self.set_text_color(110)
-        self.cell(0, 5, f"{self.footer_text} - page {self.page_no()} of {{nb}}", align="C")
-        self.set_text_color(0)
-
-
-def _text(pdf: FPDF, text: str, *, size: float = 9, style: str = "", height: float = 4.5) -> None:
-    """One left-aligned paragraph that wraps at the right margin."""
-    pdf.set_font(PDF_FONT, style=style, size=size)
-    pdf.multi_cell(0, height, ascii_safe(text), new_x="LMARGIN", new_y="NEXT")
-
-
-def _header(pdf: _DocumentPdf, doc: dict[str, Any], facts: list[tuple[str, str]]) -> None:
-    """Issuer and title on top, the bill-to block on the left and the key facts on the right."""
-    pdf.add_page()
-    top = pdf.get_y()
-    pdf.set_font(PDF_FONT, style="B", size=15)
-    pdf.multi_cell(LEFT_WIDTH, 7, ascii_safe(doc["issuer"]["name"]), new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font(PDF_FONT, size=9)
-    for line in doc["issuer"]["lines"]:
-        pdf.multi_cell(LEFT_WIDTH, 4.5, ascii_safe(line), new_x="LMARGIN", new_y="NEXT")
-    pdf.ln(4)
-    pdf.set_font(PDF_FONT, style="B", size=9)
-    pdf.cell(LEFT_WIDTH, 5, doc["customer_label"], new_x="LMARGIN", new_y="NEXT")
-    pdf.multi_cell(
-        LEFT_WIDTH, 5, ascii_safe(doc["customer"]["name"]), new_x="LMARGIN", new_y="NEXT"
-    )
-    pdf.set_font(PDF_FONT, size=9)
-    for line in doc["customer"]["lines"]:
-        pdf.multi_cell(LEFT_WIDTH, 4.5, ascii_safe(line), new_x="LMARGIN", new_y="NEXT")
-    left_bottom = pdf.get_y()
-
-    pdf.set_xy(125, top)
-    pdf.set_font(PDF_FONT, style="B", size=15)
-    pdf.cell(70, 8, ascii_safe(doc["title"].upper()), align="R", new_x="LEFT", new_y="NEXT")
-    for label, value in facts:
-        pdf.set_x(115)
-        pdf.set_font(PDF_FONT, size=8.5)
-        pdf.cell(28, 5, ascii_safe(label), new_x="RIGHT", new_y="TOP")
-        text, size = ascii_safe(value), 8.5
-        pdf.set_font(PDF_FONT, style="B", size=size)
-        # Long issuer slugs make long numbers: shrink rather than run into the label.
-        while size > 6 and pdf.get_string_width(text) > 51:
-            size -= 0.5
-            pdf.set_font(PDF_FONT, style="B", size=size)
-        pdf.cell(52, 5, text, align="R", new_x="LEFT", new_y="NEXT")
-    pdf.set_xy(pdf.l_margin, max(left_bottom, pdf.get_y()) + 6)
-
-
-def _totals(pdf: FPDF, rows: list[tuple[str, str, bool]]) -> None:
-    """Right-aligned label/amount rows under the table; bold ones are the totals."""
-    pdf.ln(3)
-    for label, value, bold in rows:
-        pdf.set_x(105)
-        pdf.set_font(PDF_FONT, style="B" if bold else "", size=9.5)
-        pdf.cell(50, 6, ascii_safe(label), align="R")
-        pdf.cell(40, 6, ascii_safe(value), align="R", new_x="LMARGIN", new_y="NEXT")
-
-
-def _banner(pdf: FPDF, text: str) -> None:
-    """A red line of warning text (draft, void)."""
-    pdf.set_text_color(170, 0, 0)
-    _text(pdf, text, size=11, style="B", height=6)
-    pdf.set_text_color(0)
-    pdf.ln(2)
-
-
-def _pdf_bytes(pdf: FPDF, *, compress: bool) -> bytes:
-    """The finished document; compress=False keeps page text readable for tests."""
-    pdf.set_compression(compress)
-    return bytes(pdf.output())
-
-
-def _plain_table(
-    pdf: FPDF,
-    *,
-    col_widths: tuple[float, ...],
-    text_align: tuple[str, ...],
-    headings: Iterable[str],
-    rows: Iterable[Iterable[str]],
-) -> None:
-    """A small table in the documents' style: bold grey headings, horizontal rules, and every
-    cell printed as ASCII-safe text."""
-    pdf.set_font(PDF_FONT, size=8.5)
-    with pdf.table(
-        col_widths=col_widths,
-        text_align=text_align,
-        headings_style=FontFace(emphasis="BOLD", fill_color=(230, 230, 230)),
-        line_height=4.5,
-        padding=1.2,
-        borders_layout="HORIZONTAL_LINES",
-    ) as table:
-        heading = table.row()
-        for title in headings:
-            heading.cell(title)
-        for values in rows:
-            row = table.row()
-            for value in values:
-                row.cell(ascii_safe(value))
-
-
 def _cost_centre_table(pdf: FPDF, doc: dict[str, Any]) -> None:
     """The invoice's amounts by cost centre, under the totals."""
     pdf.ln(4)
-    _text(pdf, doc["cost_centre_title"], size=10, style="B", height=6)
-    _plain_table(
+    pdf_text(pdf, doc["cost_centre_title"], size=10, style="B", height=6)
+    plain_table(
         pdf,
         col_widths=(70, 40, 30, 40),
         text_align=("LEFT", "RIGHT", "RIGHT", "RIGHT"),
@@ -405,7 +234,7 @@ def invoice_pdf(
     """The invoice as a PDF: header, a wrapping line table, totals and numbered pages; with
     `cost_centres`, a table of the amounts by cost centre after the totals."""
     doc = invoice_document(invoice, cost_centres)
-    pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
+    pdf = DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
     pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
     pdf.set_author(ascii_safe(doc["issuer"]["name"]))
     if invoice.issued_at:
@@ -419,11 +248,11 @@ def invoice_pdf(
         ("Due", doc["due_on"] or "-"),
         ("Currency", doc["currency"]),
     ]
-    _header(pdf, doc, facts)
+    pdf_header(pdf, doc, facts)
     if doc["is_draft"]:
-        _banner(pdf, "DRAFT - not a valid invoice; amounts may still change.")
+        pdf_banner(pdf, "DRAFT - not a valid invoice; amounts may still change.")
     if doc["is_void"]:
-        _banner(pdf, f"VOID - {doc['void_reason'] or 'this invoice was voided.'}")
+        pdf_banner(pdf, f"VOID - {doc['void_reason'] or 'this invoice was voided.'}")
 
     pdf.set_font(PDF_FONT, size=8.5)
     with pdf.table(
@@ -471,19 +300,19 @@ def invoice_pdf(
             ("Credited", f"-{doc['credited_total']}", False),
             ("Balance", doc["balance"], True),
         ]
-    _totals(pdf, rows)
+    pdf_totals(pdf, rows)
     if cost_centres is not None:
         _cost_centre_table(pdf, doc)
     if doc["due_on"] and not doc["is_void"]:
         pdf.ln(4)
-        _text(pdf, f"Payment due by {doc['due_on']}. Please quote {doc['number']}.")
-    return _pdf_bytes(pdf, compress=compress)
+        pdf_text(pdf, f"Payment due by {doc['due_on']}. Please quote {doc['number']}.")
+    return pdf_bytes(pdf, compress=compress)
 
 
 def credit_note_pdf(note: CreditNote, *, compress: bool = True) -> bytes:
     """The credit note as a PDF: header, credited amounts, reason and totals."""
     doc = credit_note_document(note)
-    pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
+    pdf = DocumentPdf(f"{doc['title']} {doc['number']} - {doc['issuer']['name']}")
     pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
     pdf.set_author(ascii_safe(doc["issuer"]["name"]))
     pdf.set_creation_date(note.issued_at)
@@ -494,8 +323,8 @@ def credit_note_pdf(note: CreditNote, *, compress: bool = True) -> bytes:
         ("Issued", doc["issued_on"]),
         ("Currency", doc["currency"]),
     ]
-    _header(pdf, doc, facts)
-    _text(pdf, f"Reason: {doc['reason']}")
+    pdf_header(pdf, doc, facts)
+    pdf_text(pdf, f"Reason: {doc['reason']}")
     pdf.ln(3)
     pdf.set_font(PDF_FONT, size=8.5)
     with pdf.table(
@@ -513,7 +342,7 @@ def credit_note_pdf(note: CreditNote, *, compress: bool = True) -> bytes:
             row = table.row()
             row.cell(ascii_safe(line["description"]))
             row.cell(ascii_safe(line["amount"]))
-    _totals(
+    pdf_totals(
         pdf,
         [
             ("Subtotal", doc["subtotal"], False),
@@ -521,4 +350,4 @@ def credit_note_pdf(note: CreditNote, *, compress: bool = True) -> bytes:
             ("Total credited", doc["total"], True),
         ],
     )
-    return _pdf_bytes(pdf, compress=compress)
+    return pdf_bytes(pdf, compress=compress)

@@ -11,16 +11,8 @@ from django.utils import timezone
 from accounts.models import Organization
 from billing.models import Invoice, ProviderStatement
 from billing.parties import document_party
-from billing.rendering import (
-    _DocumentPdf,
-    _pdf_bytes,
-    _plain_table,
-    _text,
-    _totals,
-    ascii_safe,
-    format_amount,
-    format_date,
-)
+from billing.pdf import DocumentPdf, ascii_safe, pdf_bytes, pdf_text, pdf_totals, plain_table
+from billing.rendering import format_amount, format_date
 
 MARKETPLACE_NAME = "Cardhour marketplace"
 
@@ -86,6 +78,11 @@ def statement_document(statement: ProviderStatement) -> dict[str, Any]:
             ("SLA credits", money(-statement.sla_credits), False),
             ("Refunds (credit notes)", money(-statement.refunds), False),
             ("Marketplace commission", money(-statement.commission), False),
+            *(
+                [("Resale proceeds to sellers", money(-statement.resale_to_sellers), False)]
+                if statement.resale_to_sellers
+                else []
+            ),
             ("Net earned", money(statement.net_earned), True),
             ("Payable (collected)", money(statement.payable), True),
         ],
@@ -96,22 +93,22 @@ def statement_document(statement: ProviderStatement) -> dict[str, Any]:
 def statement_pdf(statement: ProviderStatement, *, compress: bool = True) -> bytes:
     """The statement as a PDF: who and when, the figures, the invoices, the payout."""
     doc = statement_document(statement)
-    pdf = _DocumentPdf(f"{doc['title']} {doc['number']} - {MARKETPLACE_NAME}")
+    pdf = DocumentPdf(f"{doc['title']} {doc['number']} - {MARKETPLACE_NAME}")
     pdf.set_title(ascii_safe(f"{doc['title']} {doc['number']}"))
     pdf.set_author(ascii_safe(doc["issuer"]["name"]))
     pdf.set_creation_date(statement.created_at)
     pdf.add_page()
     # Both parties: the marketplace that pays out, and the provider it owes.
-    _text(pdf, doc["issuer"]["name"], size=15, style="B", height=7)
+    pdf_text(pdf, doc["issuer"]["name"], size=15, style="B", height=7)
     for line in doc["issuer"]["lines"]:
-        _text(pdf, line)
+        pdf_text(pdf, line)
     pdf.ln(2)
-    _text(pdf, "Statement for", style="B")
-    _text(pdf, doc["customer"]["name"], style="B")
+    pdf_text(pdf, "Statement for", style="B")
+    pdf_text(pdf, doc["customer"]["name"], style="B")
     for line in doc["customer"]["lines"]:
-        _text(pdf, line)
+        pdf_text(pdf, line)
     pdf.ln(2)
-    _text(pdf, doc["title"].upper(), size=12, style="B", height=6)
+    pdf_text(pdf, doc["title"].upper(), size=12, style="B", height=6)
     pdf.ln(2)
     for label, value in (
         ("Statement", doc["number"]),
@@ -120,16 +117,16 @@ def statement_pdf(statement: ProviderStatement, *, compress: bool = True) -> byt
         ("Currency", doc["currency"]),
         ("Created", doc["created_on"]),
     ):
-        _text(pdf, f"{label}: {value}")
+        pdf_text(pdf, f"{label}: {value}")
     pdf.ln(3)
-    _plain_table(
+    plain_table(
         pdf,
         col_widths=(75, 30, 35, 40),
         text_align=("LEFT", "LEFT", "LEFT", "RIGHT"),
         headings=("Invoice", "Issued", "Status", "Pre-tax"),
         rows=doc["invoices"],
     )
-    _totals(pdf, doc["rows"])
+    pdf_totals(pdf, doc["rows"])
     pdf.ln(4)
-    _text(pdf, doc["payout"])
-    return _pdf_bytes(pdf, compress=compress)
+    pdf_text(pdf, doc["payout"])
+    return pdf_bytes(pdf, compress=compress)

@@ -460,6 +460,11 @@ WEBHOOKS_ALLOW_LOOPBACK = env.bool("WEBHOOKS_ALLOW_LOOPBACK", default=False)
 if PRODUCTION and WEBHOOKS_ALLOW_LOOPBACK:
     raise ImproperlyConfigured("WEBHOOKS_ALLOW_LOOPBACK must not be set in production.")
 WEBHOOKS_OWN_HOSTS = env.list("WEBHOOKS_OWN_HOSTS", default=[])
+# A committed outbox event asks the dispatcher to run now (core.events); the beat dispatcher
+# catches up without it. Off in tests: the suite's one real worker would otherwise dispatch the
+# outbox of whichever test wrote last, racing its assertions and the TRUNCATE that ends a
+# transactional test (tests/conftest.py drains the worker before that TRUNCATE too).
+OUTBOX_KICK_ON_COMMIT = env.bool("OUTBOX_KICK_ON_COMMIT", default=not TESTING)
 
 # --- request bodies: JSON bodies of the API are refused past this size (usage batches and the
 # node import have their own limits) or nested deeper than JSON_MAX_DEPTH arrays/objects ---

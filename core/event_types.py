@@ -14,6 +14,11 @@ EVENT_TYPES: dict[str, tuple[str, str]] = {
         "Interruptible GPUs of a lease were preempted; `data.notice` is the preemption notice.",
     ),
     "lease.ended": ("customer, provider", "A lease ended or was cancelled."),
+    "sublease.ended": (
+        "buyer, seller",
+        "A sublease's parent lease ended early; `data.rule` says whether the sublease ended with"
+        " it (end_with_refund) or runs on under the provider (continue_under_provider).",
+    ),
     "acceptance.decided": (
         "lessee, lessor",
         "An acceptance outcome was decided for a contract (passed or failed).",

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -46,6 +47,18 @@ def _kick() -> None:
     current_app.send_task(DISPATCH_TASK, ignore_result=True)
 
 
+def _kick_on_commit() -> None:
+    """One kick per transaction, however many events it wrote (settings.OUTBOX_KICK_ON_COMMIT).
+
+    Robust: a broker hiccup must not undo the committed change, the beat dispatcher catches up.
+    """
+    if not settings.OUTBOX_KICK_ON_COMMIT:
+        return
+    connection = transaction.get_connection()
+    if not any(func is _kick for _, func, _ in connection.run_on_commit):
+        transaction.on_commit(_kick, robust=True)
+
+
 def emit(
     *,
     organization_id: int,
@@ -62,11 +75,7 @@ def emit(
         payload=_json(dict(data)),
         occurred_at=occurred_at or timezone.now(),
     )
-    # One kick per transaction, however many events it wrote; robust: a broker hiccup must not
-    # undo the committed change, the beat dispatcher catches up.
-    connection = transaction.get_connection()
-    if not any(func is _kick for _, func, _ in connection.run_on_commit):
-        transaction.on_commit(_kick, robust=True)
+    _kick_on_commit()
     return event
 
 
@@ -87,7 +96,5 @@ def emit_to(
         OutboxEvent(organization_id=organization_id, type=type, payload=payload, occurred_at=at)
         for organization_id in dict.fromkeys(organization_ids)
     )
-    connection = transaction.get_connection()
-    if not any(func is _kick for _, func, _ in connection.run_on_commit):
-        transaction.on_commit(_kick, robust=True)
+    _kick_on_commit()
     return events

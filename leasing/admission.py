@@ -4,7 +4,8 @@ Leasing sits below billing and economics in the layering (docs/architecture.md),
 rules there decide whether a customer may take on more: a budget spent to 100 % with the
 action "block", or a prepaid balance run dry under a "stop new leases" policy. Those apps
 register a check here from their `AppConfig.ready`; `hold_create` and `lease_create` run every
-registered check inside their transaction, before any GPU is placed. A check refuses by raising
+registered check inside their transaction, before any GPU is placed, and so does `lease_extend`
+(more time is more spend). A check refuses by raising
 an `ApplicationError` (its code and message reach the client unchanged); it never deletes or
 changes anything. Converting an existing hold into a lease is not a new commitment and is not
 checked again.

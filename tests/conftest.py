@@ -20,11 +20,16 @@ from accounts.choices import KeyScope
 from accounts.models import Organization
 from accounts.services import api_key_create
 from config.celery import app
+from core.tasks import ping
 from tests.factories import OperatorFactory, OrganizationFactory, ProviderFactory
 
 REPO = Path(__file__).resolve().parent.parent
 
 ClientFor = Callable[..., APIClient]
+# The session's real worker, once a test started it (celery_worker_process).
+_session_worker: list[subprocess.Popen[bytes]] = []
+# Purge-and-ping rounds before giving up on a worker that keeps receiving work.
+DRAIN_ROUNDS = 10
 
 
 @pytest.fixture(autouse=True)
@@ -117,11 +122,60 @@ def celery_worker_process(django_db_setup: None, django_db_blocker: object) -> I
         env=_worker_env(),
     )
     time.sleep(1)
+    _session_worker.append(process)
     try:
         yield
     finally:
+        _session_worker.clear()
         process.terminate()
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _queues_purge() -> int:
+    """Drop the messages waiting in the test broker's queues; how many there were."""
+    if settings.CELERY_BROKER_URL == "filesystem://":
+        waiting = list((settings.CELERY_DIR / "queue").iterdir())
+        for message in waiting:
+            message.unlink(missing_ok=True)
+        return len(waiting)
+    return int(app.control.purge() or 0)
+
+
+def _session_worker_drain() -> None:
+    """Return once the session worker runs nothing and nothing waits for it.
+
+    The worker runs one task at a time (`-P solo`, prefetch 1, late acks), so a ping answered
+    means whatever it was running before has finished; a task that enqueued follow-ups while it
+    ran leaves them to the next purge. Done when a purge before and after a ping found nothing.
+    """
+    _queues_purge()
+    for _ in range(DRAIN_ROUNDS):
+        ping.apply_async(args=["drain"], queue="default").get(timeout=60)
+        if _queues_purge() == 0:
+            ping.apply_async(args=["drain"], queue="default").get(timeout=60)
+            if _queues_purge() == 0:
+                return
+    raise RuntimeError(f"the session worker still had work after {DRAIN_ROUNDS} rounds")
+
+
+@pytest.fixture(autouse=True)
+def session_worker_idle_before_flush(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A transactional test ends with a TRUNCATE of every table; the session's real worker must
+    not be inside a transaction then (a task it was sent, e.g. the dispatcher kicked on commit or
+    a rollup refresh, held row locks the TRUNCATE waited for while it waited for the TRUNCATE's:
+    "deadlock detected"). Purges its queues and waits for it to finish before the flush."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or bool(
+        marker is not None and marker.kwargs.get("transaction")
+    )
+    if not transactional:
+        yield
+        return
+    # Set up the database first, so that this teardown runs before its flush.
+    request.getfixturevalue("_django_db_helper")
+    yield
+    if _session_worker and _session_worker[0].poll() is None:
+        _session_worker_drain()

@@ -38,6 +38,7 @@ from billing.models import (
     LeaseDeposit,
     LedgerAccount,
     ProviderStatement,
+    ResaleProceeds,
     UsageAlert,
     UsageAlertRule,
     UsageEvent,
@@ -595,6 +596,35 @@ def _resale_listing(world: World, _: str) -> Built:
             LeaseEvent.objects.filter(lease_id=listing.parent_lease_id),
         ],
     )
+
+
+def _resale_proceeds(world: World, _: str) -> Built:
+    """A split naming tenant A's listing (seller: A's customer) and an invoice of A's provider.
+
+    Written as the row itself: a real one needs the listing sold and the sublease's period
+    billed, days after the relative windows these fixtures use (the real door is walked in
+    tests/billing/test_resale_money_scenario.py)."""
+
+    def make() -> ResaleProceeds:
+        listing = _resale_listing(world, CUSTOMER).obj
+        invoice = world.invoice()
+        return ResaleProceeds.objects.create(
+            invoice=invoice,
+            listing=listing,
+            seller=world.customer,
+            provider=world.provider,
+            currency=invoice.currency,
+            base=Decimal("100.00"),
+            fee=Decimal("5.00"),
+            provider_share=Decimal("10.00"),
+            seller_amount=Decimal("85.00"),
+            marketplace_fee_pct=Decimal("5"),
+            provider_share_pct=Decimal("10"),
+            explanation="A split for the isolation matrix.",
+        )
+
+    proceeds = world.once("resale_proceeds", make)
+    return Built(proceeds, kwargs={"pk": proceeds.pk})
 
 
 def _preemption_notice(world: World, _: str) -> Built:
@@ -1316,6 +1346,8 @@ TENANT_RESOURCES: dict[str, Resource] = {
     "burn-down": Resource(owners=(CUSTOMER,), build=_burn_down),
     # A lease's deposit: both sides of the lease read it.
     "deposit": Resource(owners=(CUSTOMER, PROVIDER), build=_deposit),
+    # Resale proceeds: the seller and the provider of the invoice read them.
+    "resale-proceeds": Resource(owners=(CUSTOMER, PROVIDER), build=_resale_proceeds),
     "funds-policy": Resource(
         owners=(CUSTOMER,),
         build=_funds_policy,

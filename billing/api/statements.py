@@ -54,6 +54,7 @@ class ProviderStatementSerializer(MinorUnitMixin, serializers.ModelSerializer[Pr
         "sla_credits",
         "refunds",
         "commission",
+        "resale_to_sellers",
         "net_earned",
         "payable",
     )
@@ -73,6 +74,7 @@ class ProviderStatementSerializer(MinorUnitMixin, serializers.ModelSerializer[Pr
             "sla_credits",
             "refunds",
             "commission",
+            "resale_to_sellers",
             "net_earned",
             "payable",
             "payout",

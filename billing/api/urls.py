@@ -5,6 +5,7 @@ from django.urls import path
 from billing.api.budgets.views import BudgetViewSet, UsageAlertRuleViewSet, UsageAlertViewSet
 from billing.api.cost_reports import CostReportView
 from billing.api.deposits import LeaseDepositViewSet
+from billing.api.resale_proceeds import ResaleProceedsViewSet
 from billing.api.statements import ProviderStatementViewSet
 from billing.api.views import (
     BalanceViewSet,
@@ -39,6 +40,7 @@ router.register("top-ups", TopUpViewSet, basename="top-up")
 router.register("burn-down", BurnDownViewSet, basename="burn-down")
 router.register("funds-policies", FundsPolicyViewSet, basename="funds-policy")
 router.register("deposits", LeaseDepositViewSet, basename="deposit")
+router.register("resale-proceeds", ResaleProceedsViewSet, basename="resale-proceeds")
 
 urlpatterns = [
     *router.urls,

@@ -10,7 +10,13 @@ from billing.models.budgets import (
     UsageAlertKind,
     UsageAlertRule,
 )
-from billing.models.deposits import DepositStatus, LeaseDeposit, deposit_subledger
+from billing.models.deposits import (
+    DepositStatus,
+    LeaseDeposit,
+    deposit_return_totals,
+    deposit_returned_key,
+    deposit_subledger,
+)
 from billing.models.funds import (
     PAID_PRIORITY,
     CreditGrant,
@@ -66,6 +72,7 @@ from billing.models.payouts import (
     PayoutStatus,
     ProviderStatement,
 )
+from billing.models.resale import ResaleProceeds
 from billing.models.usage import (
     UsageBatch,
     UsageEvent,
@@ -124,6 +131,7 @@ __all__ = [
     "PayoutStatus",
     "ProviderStatement",
     "Refund",
+    "ResaleProceeds",
     "StripeCustomer",
     "StripeEvent",
     "TopUp",
@@ -141,6 +149,8 @@ __all__ = [
     "UsageRollup",
     "UsageRollupRun",
     "UsageStatus",
+    "deposit_return_totals",
+    "deposit_returned_key",
     "deposit_subledger",
     "grant_subledger",
 ]

@@ -9,6 +9,9 @@ A deposit row is written once when held and once more when released (a trigger k
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 from django.db import models
 from django.db.models import F, Q
 
@@ -22,6 +25,23 @@ class DepositStatus(models.TextChoices):
     HELD = "held", "Held"
     RELEASED = "released", "Released in full"
     WITHHELD = "withheld", "Released less what is unpaid"
+
+
+def deposit_returned_key(deposit: int, returned: Decimal) -> str:
+    """The dedupe key of a later return of withheld deposit: keyed by the total returned after
+    it, which only grows, so each return has its own key and a replay posts nothing."""
+    return f"deposit:{deposit}:returned:{returned.normalize():f}"
+
+
+def deposit_return_totals(returned: Decimal, release: dict[str, Any] | None) -> list[Decimal]:
+    """The total returned after each later return recorded in `release_inputs`, in order."""
+    settlements = (release or {}).get("settlements", [])
+    later = [sum((Decimal(b["amount"]) for b in s["returns"]), Decimal(0)) for s in settlements]
+    total, totals = returned - sum(later, Decimal(0)), list[Decimal]()
+    for amount in later:
+        total += amount
+        totals.append(total)
+    return totals
 
 
 def deposit_subledger(lease: Lease | int) -> str:

@@ -26,6 +26,7 @@ class GrantKind(models.TextChoices):
 
     PAID = "paid", "Paid by the customer (a top-up)"
     PROMOTIONAL = "promotional", "Promotional credit granted by the marketplace"
+    RESALE_PROCEEDS = "resale_proceeds", "A reseller's proceeds, paid by its buyer"
 
 
 class GrantScope(models.TextChoices):

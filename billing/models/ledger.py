@@ -28,6 +28,7 @@ class AccountKind(models.TextChoices):
     PROVIDER_PENDING = "provider_pending", "Provider share, not yet collected"
     PROVIDER_AVAILABLE = "provider_available", "Provider share, collected and payable"
     PROVIDER_TAX = "provider_tax", "Tax on the provider's invoices"
+    RESELLER_PENDING = "reseller_pending", "Resale proceeds, not yet collected"
     COMMISSION = "commission", "Marketplace commission revenue"
     PROMOTIONS = "promotions", "Promotional credit granted"
     CASH = "cash", "Cash at the payment processor"
@@ -127,6 +128,7 @@ class TransactionKind(models.TextChoices):
     GRANT_EXPIRED = "grant_expired", "Grant expired (unused rest taken back)"
     DEPOSIT_HELD = "deposit_held", "Deposit held (balance to deposit)"
     DEPOSIT_RELEASED = "deposit_released", "Deposit released (deposit to balance)"
+    RESALE_PROCEEDS_PAID = "resale_proceeds_paid", "Resale proceeds paid to the seller's balance"
 
 
 class Refund(models.Model):

@@ -171,6 +171,9 @@ class ProviderStatement(models.Model):
     sla_credits = amount_field(help_text="SLA credit lines (a positive amount taken off).")
     refunds = amount_field(help_text="Pre-tax credit notes issued in the period.")
     commission = amount_field(help_text="Commission charged less commission given back.")
+    resale_to_sellers = amount_field(
+        default=0, help_text="Resale proceeds of its invoices owed to the sellers, less give-backs."
+    )
     net_earned = amount_field()
     payable = amount_field(help_text="Collected and available to pay, as of the period's end.")
     pdf = models.FileField(upload_to="statements/%Y/", blank=True)
@@ -189,7 +192,11 @@ class ProviderStatement(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(
-                    net_earned=F("gross_billed") - F("sla_credits") - F("refunds") - F("commission")
+                    net_earned=F("gross_billed")
+                    - F("sla_credits")
+                    - F("refunds")
+                    - F("commission")
+                    - F("resale_to_sellers")
                 ),
                 name="statement_net_is_difference",
             ),

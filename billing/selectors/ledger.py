@@ -21,8 +21,12 @@ The reconciliation restates docs/ledger.md's postings a second time, from the do
   `provider_available`; in transit holds the pending and submitted ones;
 - each lease deposit is posted once when held (`deposit:<id>:held`) and once when released: its
   sub-ledger holds the amount until release and what was withheld after it; each grant it was
-  taken from holds the draw less what the release gave back. Any other account kind has no
-  document yet, so 0.
+  taken from holds the draw less what the release gave back;
+- each resale split and give-back (`ResaleProceeds`) of a non-void invoice: the seller's proceeds
+  leave the provider's share for the seller's `reseller_pending`; a split paid into a grant is
+  posted once (`invoice:<id>:resale_proceeds`), moving the grant's amount from
+  `reseller_pending` to the grant's sub-ledger; a give-back after payment takes its `from_grant`
+  back from that sub-ledger. Any other account kind has no document yet, so 0.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ from billing.models import (
     Payout,
     PayoutStatus,
     Refund,
+    ResaleProceeds,
+    deposit_return_totals,
+    deposit_returned_key,
     grant_subledger,
 )
 
@@ -94,14 +101,23 @@ def _expected_keys() -> dict[str, str]:
             keys[f"payout:{pk}:paid"] = f"the payment of payout {pk}"
         if status == PayoutStatus.FAILED:
             keys[f"payout:{pk}:failed"] = f"the failure of payout {pk}"
-    for pk, expired_at in CreditGrant.objects.values_list("pk", "expired_at"):
+    for invoice_id in ResaleProceeds.objects.filter(
+        credit_note__isnull=True, grant__isnull=False
+    ).values_list("invoice_id", flat=True):
+        keys[f"invoice:{invoice_id}:resale_proceeds"] = f"the proceeds of invoice {invoice_id}"
+    grants = CreditGrant.objects.exclude(kind=GrantKind.RESALE_PROCEEDS)
+    for pk, expired_at in grants.values_list("pk", "expired_at"):
         keys[f"grant:{pk}:issued"] = f"grant {pk}"
         if expired_at is not None:
             keys[f"grant:{pk}:expired"] = f"the expiry of grant {pk}"
-    for pk, status in LeaseDeposit.objects.values_list("pk", "status"):
+    deposits = LeaseDeposit.objects.values_list("pk", "status", "returned_amount", "release_inputs")
+    for pk, status, returned, release in deposits:
         keys[f"deposit:{pk}:held"] = f"the holding of deposit {pk}"
         if status != DepositStatus.HELD:
             keys[f"deposit:{pk}:released"] = f"the release of deposit {pk}"
+        # Each later return of withheld money, keyed by the total returned after it.
+        for total in deposit_return_totals(returned, release):
+            keys[deposit_returned_key(pk, total)] = f"a later return of deposit {pk}"
     return keys
 
 
@@ -205,7 +221,31 @@ def expected_balances() -> dict[AccountKey, Decimal]:
     _expect_payouts(expected)
     _expected_grant_balances(expected)
     _expect_deposits(expected)
+    _expect_resale(expected)
     return expected
+
+
+def _expect_resale(expected: dict[AccountKey, Decimal]) -> None:
+    """The seller's proceeds leave the provider's share (pending, or available once paid) for
+    the seller's `reseller_pending`; a give-back after payment takes `from_grant` back from the
+    proceeds grant and the rest is owed by the seller (the grant's making is in the grants')."""
+    rows = ResaleProceeds.objects.filter(invoice__status__in=ISSUED_STATUSES).values_list(
+        "provider_id",
+        "seller_id",
+        "currency",
+        "invoice__status",
+        "seller_amount",
+        "grant_id",
+        "from_grant",
+    )
+    for provider, seller, currency, status, seller_amount, grant_id, from_grant in rows:
+        paid = status == InvoiceStatus.PAID
+        provider_kind = AccountKind.PROVIDER_AVAILABLE if paid else AccountKind.PROVIDER_PENDING
+        expected[(provider, currency, provider_kind, "")] += seller_amount
+        expected[(seller, currency, AccountKind.RESELLER_PENDING, "")] -= seller_amount + from_grant
+        if from_grant:
+            key = (seller, currency, AccountKind.CUSTOMER_BALANCE, grant_subledger(grant_id))
+            expected[key] += from_grant
 
 
 def _expect_deposits(expected: dict[AccountKey, Decimal]) -> None:
@@ -226,6 +266,8 @@ def _expect_deposits(expected: dict[AccountKey, Decimal]) -> None:
         )
         moves = [(draw, Decimal(1)) for draw in draws]
         moves += [(back, Decimal(-1)) for back in (release or {}).get("returns", [])]
+        for settlement in (release or {}).get("settlements", []):
+            moves += [(back, Decimal(-1)) for back in settlement["returns"]]
         for move, sign in moves:
             key = (
                 customer,
@@ -283,6 +325,9 @@ def _expected_grant_balances(expected: dict[AccountKey, Decimal]) -> None:
         expected[(customer, currency, AccountKind.CUSTOMER_BALANCE, grant_subledger(pk))] -= (
             amount - drawn.get(pk, ZERO) - expired
         )
+        if kind == GrantKind.RESALE_PROCEEDS:  # the seller's proceeds, paid by its buyer
+            expected[(customer, currency, AccountKind.RESELLER_PENDING, "")] += amount
+            continue
         source = AccountKind.CASH if kind == GrantKind.PAID else AccountKind.PROMOTIONS
         expected[(None, currency, source, "")] += amount - expired
 

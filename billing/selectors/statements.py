@@ -3,7 +3,9 @@
 Gross billed, SLA credits and the invoices' commission come from the invoices it issued in the
 period (void ones excluded); refunds are the pre-tax credit notes it issued in the period (and the
 commission they gave back); payable is what the ledger says is collected and available as of the
-period's end, never more than is available now (a payout made since took its part).
+period's end, never more than is available now (a payout made since took its part). A
+sublease's invoices also owe the seller its proceeds (`resale_to_sellers`, less the give-backs
+of the month's credit notes): not the provider's earnings.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from billing.models import (
     LedgerAccount,
     LedgerEntry,
     LineKind,
+    ResaleProceeds,
 )
 
 ZERO = Decimal(0)
@@ -42,10 +45,17 @@ class StatementFigures:
     refunds: Decimal
     commission: Decimal
     payable: Decimal
+    resale_to_sellers: Decimal = ZERO
 
     @property
     def net_earned(self) -> Decimal:
-        return self.gross_billed - self.sla_credits - self.refunds - self.commission
+        return (
+            self.gross_billed
+            - self.sla_credits
+            - self.refunds
+            - self.commission
+            - self.resale_to_sellers
+        )
 
 
 def _sum(queryset: object, field: str) -> Decimal:
@@ -80,6 +90,9 @@ def statement_figures(
     commission = CommissionCharge.objects.filter(
         Q(credit_note__isnull=True, invoice__in=invoices) | Q(credit_note__in=notes)
     )
+    resale = ResaleProceeds.objects.filter(
+        Q(credit_note__isnull=True, invoice__in=invoices) | Q(credit_note__in=notes)
+    )
     account = available_account(provider_id=provider_id, currency=currency)
     payable = ZERO
     if account is not None:
@@ -94,6 +107,7 @@ def statement_figures(
         sla_credits=-_sum(lines.filter(kind=LineKind.SLA_CREDIT), "amount"),
         refunds=_sum(notes, "subtotal"),
         commission=_sum(commission, "amount"),
+        resale_to_sellers=_sum(resale, "seller_amount"),
         payable=payable,
     )
 

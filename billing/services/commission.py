@@ -22,6 +22,7 @@ from django.db.models import Sum
 
 from accounts.models import Organization
 from billing.models import CommissionCharge, CommissionRate, CreditNote, Invoice
+from billing.services.resale_proceeds import RESALE_FEE_SOURCE, resale_listing_of
 from core.errors import SemanticError, ValidationFailed, require_reason
 from core.memo import memoized
 from core.money import money_amount_check, round_money
@@ -62,7 +63,12 @@ def commission_give_back(
 
 
 def commission_rate_for(invoice: Invoice) -> Rate:
-    """The rate of the invoice's offer, else its issuer's, else the marketplace default."""
+    """The rate of the invoice's offer, else its issuer's, else the marketplace default; a
+    sublease's invoice pays its listing's marketplace fee instead (docs/ledger.md, "Resale
+    proceeds")."""
+    listing = resale_listing_of(invoice)
+    if listing is not None:
+        return Rate(percent=listing.marketplace_fee_pct, minimum=None, source=RESALE_FEE_SOURCE)
     # The issuer's rates, once per batch of the billing cycle (oldest first, as .first() reads).
     rates = memoized(
         ("commission_rates", invoice.issuer_id),

@@ -35,6 +35,7 @@ from billing.selectors.batch_facts import BatchFacts, batch_facts_lock, batch_ra
 from billing.services.documents import finalize_grace, invoice_finalize_rated
 from billing.services.invoices import ACTOR, _issuer_of, _store_lines, invoice_rated_store
 from billing.services.ledger import ledger_accounts_remember
+from billing.services.resale_proceeds import resale_listings_remember
 from billing.services.runs import billing_run_add
 from contracts import engine
 from contracts.choices import LIVE_STATUSES, PricingBasis
@@ -282,6 +283,7 @@ def billing_batch_run(
                         for party in (contract.lessor_id, contract.lessee_id)
                     ]
                 )
+                resale_listings_remember(contract_ids=facts.contracts.keys())
                 for work in _work_of(facts, now=now):
                     if _identity(work) not in skipped:
                         _bill(facts, work, outcome, now=now, deliver=deliver)

@@ -34,6 +34,7 @@ from billing.models import (
     InvoiceStatus,
     LeaseDeposit,
     TransactionKind,
+    deposit_returned_key,
     grant_subledger,
 )
 from billing.services.drawdown import drawable_grants
@@ -169,12 +170,43 @@ def _grant_leg(customer_id: int, currency: str, draw: dict[str, Any], *, sign: i
     return Leg(account, sign * Decimal(draw["amount"]), f"deposit, grant {draw['grant_id']}")
 
 
-def overdue_owed(lease: Lease, now: datetime) -> Decimal:
-    """What the lease contract's overdue invoices (issued, unpaid, past due) still owe."""
+def overdue_owed(contract_id: int, now: datetime) -> Decimal:
+    """What the contract's overdue invoices (issued, unpaid, past due) still owe."""
     owed = Invoice.objects.filter(
-        contract=lease.contract, status__in=UNPAID_STATUSES, due_at__lte=now
+        contract_id=contract_id, status__in=UNPAID_STATUSES, due_at__lte=now
     ).aggregate(total=Sum("total"))["total"]
     return max(owed or Decimal(0), Decimal(0))
+
+
+def _returns(
+    draws: list[dict[str, Any]], *, already: Decimal, give: Decimal
+) -> list[dict[str, Any]]:
+    """Which grants `give` goes back to: the draws in their order, after the `already` returned
+    (a deposit comes back to the grants it was taken from, first drawn first refilled)."""
+    returns, start, end = list[dict[str, Any]](), already, already + give
+    position = Decimal(0)
+    for draw in draws:
+        low, high = position, position + Decimal(draw["amount"])
+        back = min(high, end) - max(low, start)
+        if back > 0:
+            returns.append({"grant_id": draw["grant_id"], "amount": str(back)})
+        position = high
+    return returns
+
+
+def _return_legs(
+    deposit: LeaseDeposit, amount: Decimal, returns: list[dict[str, Any]], memo: str
+) -> list[Leg]:
+    """Dr the deposit's sub-ledger `amount`, Cr each grant what comes back to it."""
+    held = ledger_account(
+        organization=deposit.customer_id,
+        currency=deposit.currency,
+        kind=AccountKind.CUSTOMER_DEPOSIT,
+        subledger=deposit.subledger,
+    )
+    legs = [Leg(held, amount, memo)]
+    legs += [_grant_leg(deposit.customer_id, deposit.currency, r, sign=-1) for r in returns]
+    return legs
 
 
 def deposit_release(lease: Lease, at: datetime) -> LeaseDeposit | None:
@@ -183,23 +215,11 @@ def deposit_release(lease: Lease, at: datetime) -> LeaseDeposit | None:
     if deposit is None or deposit.status != DepositStatus.HELD:
         return deposit
     now = max(at, timezone.now())
-    owed = overdue_owed(lease, now)
+    owed = overdue_owed(lease.contract_id, now)
     withheld = min(deposit.amount, owed)
     returned = deposit.amount - withheld
-    left, returns = returned, list[dict[str, Any]]()
-    for draw in deposit.draws:
-        give = min(left, Decimal(draw["amount"]))
-        if give > 0:
-            returns.append({"grant_id": draw["grant_id"], "amount": str(give)})
-            left -= give
-    held = ledger_account(
-        organization=deposit.customer_id,
-        currency=deposit.currency,
-        kind=AccountKind.CUSTOMER_DEPOSIT,
-        subledger=deposit.subledger,
-    )
-    legs = [Leg(held, returned, f"deposit of lease {lease.pk} returned")]
-    legs += [_grant_leg(deposit.customer_id, deposit.currency, r, sign=-1) for r in returns]
+    returns = _returns(deposit.draws, already=Decimal(0), give=returned)
+    legs = _return_legs(deposit, returned, returns, f"deposit of lease {lease.pk} returned")
     deposit.status = DepositStatus.WITHHELD if withheld else DepositStatus.RELEASED
     deposit.released_at = at
     deposit.returned_amount = returned
@@ -242,4 +262,54 @@ def deposit_release(lease: Lease, at: datetime) -> LeaseDeposit | None:
         },
     )
     _emit("deposit.released", deposit, lease, at)
+    return deposit
+
+
+def deposits_settle(*, contract_id: int, at: datetime) -> LeaseDeposit | None:
+    """Give back what a withheld deposit no longer needs to cover: when one of the contract's
+    invoices is paid (called in that transaction), what its overdue invoices still owe stays
+    withheld and the rest returns to the grants it came from. Nothing happens to a deposit still
+    held (its lease runs) or released in full. A void does not settle: the cycle reissues the
+    period, and the new invoice is owed all the same."""
+    deposit = LeaseDeposit.objects.filter(
+        contract_id=contract_id, status=DepositStatus.WITHHELD
+    ).first()
+    if deposit is None:
+        return None
+    deposit = lease_deposit_lock(deposit.lease_id)
+    if deposit is None or deposit.status != DepositStatus.WITHHELD:
+        return deposit
+    now = max(at, timezone.now())
+    owed = overdue_owed(contract_id, now)
+    withheld = min(deposit.withheld_amount, owed)
+    give = deposit.withheld_amount - withheld
+    if give <= 0:
+        return deposit
+    returns = _returns(deposit.draws, already=deposit.returned_amount, give=give)
+    returned = deposit.returned_amount + give
+    settlements = [
+        *deposit.release_inputs.get("settlements", []),
+        {"as_of": now.isoformat(), "overdue_owed": str(owed), "returns": returns},
+    ]
+    deposit.status = DepositStatus.WITHHELD if withheld else DepositStatus.RELEASED
+    deposit.returned_amount, deposit.withheld_amount = returned, withheld
+    deposit.release_inputs = {**deposit.release_inputs, "settlements": settlements}
+    deposit.save(update_fields=["status", "returned_amount", "withheld_amount", "release_inputs"])
+    contract = deposit.contract
+    ledger_post(
+        kind=TransactionKind.DEPOSIT_RELEASED,
+        dedupe_key=deposit_returned_key(deposit.pk, returned),
+        effective_at=now,
+        explanation=(
+            f"The overdue invoices of contract {contract.number} owe {owed} {deposit.currency} "
+            f"now: {give} of the deposit withheld for them goes back to the prepaid balance"
+            + (f"; {withheld} stays withheld." if withheld else ".")
+        ),
+        actor=ACTOR,
+        legs=_return_legs(
+            deposit, give, returns, f"withheld deposit of lease {deposit.lease_id} returned"
+        ),
+        inputs={"returned": give, "withheld": withheld, "overdue_owed": owed, "returns": returns},
+    )
+    _emit("deposit.released", deposit, deposit.lease, now)
     return deposit

@@ -36,6 +36,7 @@ from billing.models import (
     NumberSeries,
 )
 from billing.services.budgets import budgets_evaluate_enqueue
+from billing.services.deposits import deposits_settle
 from billing.services.drawdown import invoice_balance_draw
 from billing.services.invoices import invoice_rate_draft
 from billing.services.postings import (
@@ -240,6 +241,7 @@ def invoice_mark_paid(
         invoice=invoice, to_status=InvoiceStatus.PAID, actor=actor, reason=reason, at=at
     )
     invoice_paid_post(invoice=invoice, actor=actor)
+    deposits_settle(contract_id=invoice.contract_id, at=at or timezone.now())
     return invoice
 
 

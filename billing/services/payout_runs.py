@@ -68,6 +68,7 @@ def statement_generate(
                 sla_credits=figures.sla_credits,
                 refunds=figures.refunds,
                 commission=figures.commission,
+                resale_to_sellers=figures.resale_to_sellers,
                 net_earned=figures.net_earned,
                 payable=figures.payable,
                 created_by=actor,

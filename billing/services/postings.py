@@ -37,6 +37,14 @@ from billing.services.commission import (
     commission_charge_for_invoice,
 )
 from billing.services.ledger import Leg, ledger_account, ledger_post, ledger_reverse
+from billing.services.resale_proceeds import (
+    resale_give_back_legs,
+    resale_issue_legs,
+    resale_listing_of,
+    resale_proceeds_owed,
+    resale_proceeds_paid_post,
+    resale_split_for_invoice,
+)
 from core.errors import Conflict
 
 # Lines settled with money paid outside Cardhour, not the provider's revenue.
@@ -144,6 +152,14 @@ def invoice_issued_post(
         currency=currency,
         memo=f"commission on {invoice.number}",
     )
+    listing = resale_listing_of(invoice)
+    seller_amount = Decimal(0)
+    if listing is not None:  # a sublease's invoice: the seller's proceeds leave the share
+        split = resale_split_for_invoice(
+            invoice=invoice, listing=listing, charge=charge, new=first_issue
+        )
+        seller_amount = split.seller_amount
+        legs += resale_issue_legs(invoice=invoice, split=split)
     posted, _ = ledger_post(
         kind=TransactionKind.INVOICE_ISSUED,
         dedupe_key=issued_key(invoice),
@@ -160,6 +176,7 @@ def invoice_issued_post(
             "tax": invoice.tax,
             "commission": charge.amount,
             "commission_rule": charge.explanation,
+            **({"resale_seller_amount": seller_amount} if listing is not None else {}),
         },
         invoice=invoice,
         new=first_issue,
@@ -212,14 +229,17 @@ def _commission_before_payment(invoice: Invoice) -> Decimal:
 
 def invoice_paid_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
     """Dr cash, Cr the receivable (the invoice's total, as charged); the provider's share, less
-    what credit notes already took back, moves from pending to available."""
+    what credit notes already took back, moves from pending to available. A sublease's invoice
+    also pays the seller's proceeds onto its balance (`resale_proceeds_paid_post`)."""
     if invoice.paid_at is None:
         raise Conflict(f"Invoice {invoice} is not paid.", code="invoice_not_paid")
     currency = invoice.currency
+    resale = resale_listing_of(invoice) is not None
     share = (
         provider_share(invoice)
         - _credited_before_payment(invoice)
         - _commission_before_payment(invoice)
+        - (resale_proceeds_owed(invoice) if resale else Decimal(0))
     )
     legs = [
         Leg(
@@ -266,6 +286,8 @@ def invoice_paid_post(*, invoice: Invoice, actor: str) -> LedgerTransaction:
         inputs={"total": invoice.total, "provider_share": share},
         invoice=invoice,
     )
+    if resale:
+        resale_proceeds_paid_post(invoice=invoice, actor=actor)
     return posted
 
 
@@ -323,6 +345,12 @@ def credit_note_post(*, note: CreditNote, actor: str) -> LedgerTransaction:
                 currency=currency,
                 memo=f"commission given back by {note.number}",
             )
+        legs += resale_give_back_legs(
+            note=note,
+            share_account=share,
+            invoice_paid=invoice_paid,
+            fee_back=back.amount if back is not None else Decimal(0),
+        )
     posted, _ = ledger_post(
         kind=TransactionKind.CREDIT_NOTE_ISSUED,
         dedupe_key=credit_note_key(note),

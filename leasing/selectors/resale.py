@@ -52,6 +52,7 @@ def resale_offers(
     min_gpus: int = 1,
     currency: str | None = None,
     price_lte: Decimal | None = None,
+    country: str | None = None,
     exclude_organization_id: int | None = None,
 ) -> list[ResaleOffer]:
     """Open listings covering the whole window [start, end) with at least `min_gpus` GPUs,
@@ -73,6 +74,8 @@ def resale_offers(
         listings = listings.filter(currency=currency.upper())
     if price_lte is not None:
         listings = listings.filter(ask_price_per_gpu_hour__lte=price_lte)
+    if country:
+        listings = listings.filter(parent_lease__offer__site__country=country.upper())
     if exclude_organization_id is not None:
         listings = listings.exclude(seller_id=exclude_organization_id)
     offers = []

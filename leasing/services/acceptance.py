@@ -28,7 +28,7 @@ from contracts.services import (
 )
 from leasing.locks import lease_lock
 from leasing.models import Lease
-from leasing.services.changes import lease_sync_status
+from leasing.services.ending import lease_sync_status
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
-"""Changes to a lease after it exists: status sync with its contract, extension, early exit,
-rejection after failed acceptance, GPU replacement, preemption of interruptible capacity, and
-ending leases that are due.
+"""Changes to a lease after it exists: extension, early exit, rejection after failed acceptance,
+GPU replacement, preemption of interruptible capacity, and ending leases that are due (the status
+sync with the contract and the cut of an early end live in leasing/services/ending.py).
 
 Each writes a row of the lease's history (LeaseEvent) in its own transaction; status changes go
 through `lease_status_advance`. Locks follow the order of docs/architecture.md: the lease, then
@@ -32,59 +32,23 @@ from inventory.choices import GpuHealth
 from inventory.locks import node_lock
 from inventory.models import Gpu, GpuModel
 from inventory.services import gpu_health_set
+from leasing.admission import Admission, admit
 from leasing.choices import LIVE_LEASE_STATUSES, AllocationEnd, LeaseEventKind, LeaseStatus
 from leasing.errors import CapacityGone, InvalidWindow, OfferUnavailable
 from leasing.locks import allocations_lock, gpus_lock, lease_lock
 from leasing.models import Allocation, Lease, PreemptionNotice
 from leasing.selectors.windows import MAX_WINDOW
 from leasing.services.allocation import allocations_create, free_gpus
+from leasing.services.ending import (
+    allocations_cut,
+    lease_cut_short,
+    lease_sync_status,
+    live_allocations_lock,
+)
 from leasing.services.history import lease_event_record, lease_status_advance
-from leasing.services.resale_parent import resale_follow_parent_end, resold_time_guard
+from leasing.services.resale_parent import resold_time_guard
 
 LIFECYCLE_ACTOR = "system:lifecycle"
-
-
-# ---------------------------------------------------------------- status follows the contract
-
-
-def lease_sync_status(lease: Lease, *, actor: str) -> Lease:
-    """Follow the contract of a locked lease: acceptance passed → active; contract ended →
-    ended (cancelled when it was rejected at acceptance). Runs in the caller's transaction."""
-    contract = lease.contract
-    target = lease.status
-    if contract.status in (ContractStatus.ACTIVE, ContractStatus.NOTICE_GIVEN):
-        target = LeaseStatus.ACTIVE
-    elif contract.status == ContractStatus.ENDED:
-        target = (
-            LeaseStatus.CANCELLED
-            if contract.end_reason == EndReason.REJECTED_AT_ACCEPTANCE
-            else LeaseStatus.ENDED
-        )
-    if target == lease.status:
-        return lease
-    if target == LeaseStatus.ACTIVE:
-        at = contract.billing_start or timezone.now()
-        return lease_status_advance(
-            lease,
-            to_status=target,
-            at=at,
-            actor=actor,
-            reason=(
-                f"contract {contract.number} is {contract.status}; "
-                f"billing starts {at:%Y-%m-%d %H:%M} UTC"
-            ),
-            inputs={"contract_status": contract.status, "billing_start": contract.billing_start},
-        )
-    lease.ended_at = contract.ended_at
-    return lease_status_advance(
-        lease,
-        to_status=target,
-        at=contract.ended_at or timezone.now(),
-        actor=actor,
-        reason=f"contract {contract.number} ended ({contract.end_reason})",
-        inputs={"contract_status": contract.status, "end_reason": contract.end_reason},
-        update_fields=["ended_at"],
-    )
 
 
 def leases_end_due(*, now: datetime | None = None) -> int:
@@ -118,27 +82,7 @@ def leases_end_due(*, now: datetime | None = None) -> int:
     return count
 
 
-# ---------------------------------------------------------------- cutting allocations short
-
-
-def allocations_cut(
-    allocations: list[Allocation], *, at: datetime, reason: str, now: datetime
-) -> None:
-    """Cut locked allocations at `at`: ones that had not begun are released outright."""
-    for allocation in allocations:
-        lower, upper = allocation.period.lower, allocation.period.upper
-        if at <= lower:
-            allocation.released_at = now
-            allocation.ended_reason = reason
-            allocation.save(update_fields=["released_at", "ended_reason"])
-        elif upper is None or at < upper:
-            allocation.period = DateTimeTZRange(lower, at, "[)")
-            allocation.ended_reason = reason
-            allocation.save(update_fields=["period", "ended_reason"])
-
-
-def live_allocations_lock(lease: Lease) -> list[Allocation]:
-    return allocations_lock(Allocation.objects.filter(lease=lease, released_at__isnull=True))
+# ---------------------------------------------------------------- preemption
 
 
 def allocations_preempt(
@@ -236,18 +180,12 @@ def lease_exit(
     """End a lease early through its contract's exit terms; GPUs are freed at the effective end."""
     now = now or timezone.now()
     lease = lease_lock(lease)
-    live = live_allocations_lock(lease)
+    live_allocations_lock(lease)  # the lease, its allocations, then its contract
     _, quote = contract_request_exit(
         contract=lease.contract, party=party, exit_date=exit_date, actor=actor, now=now
     )
-    # Resold time first (the assignment clause's on_parent_end), then the lease's own GPUs.
-    detached, ended = resale_follow_parent_end(lease, at=quote.effective_end, actor=actor, now=now)
-    allocations_cut(live, at=quote.effective_end, reason=AllocationEnd.ENDED_EARLY, now=now)
-    if detached:
-        Allocation.objects.bulk_create(detached)
-    for sublease in ended:
-        sublease.contract.refresh_from_db()
-        lease_sync_status(sublease, actor=actor)
+    # Resold time follows the assignment clause's on_parent_end, then the lease's own GPUs.
+    lease_cut_short(lease, at=quote.effective_end, actor=actor, now=now)
     old_end = lease.end
     lease.end = min(lease.end, quote.effective_end)
     lease.save(update_fields=["end", "updated_at"])
@@ -290,6 +228,17 @@ def lease_extend(*, lease: Lease, new_end: datetime, actor: str) -> Lease:
         raise InvalidWindow("The lease would be longer than ten years.", code="window_too_long")
     if lease.offer.available_until and new_end > lease.offer.available_until:
         raise OfferUnavailable("The offer ends before the new end.")
+    # More time is a new commitment: the admission checks (a spent "block" budget, a dry
+    # prepaid balance) refuse it as they refuse a new lease.
+    admit(
+        Admission(
+            customer=lease.customer,
+            gpu_count=lease.gpu_count,
+            pricing_mode=lease.pricing_mode,
+            now=timezone.now(),
+            tags=lease.tags,
+        )
+    )
     running = Allocation.objects.filter(
         lease=lease, released_at__isnull=True, period__endswith=lease.end
     )

@@ -22,7 +22,7 @@ from core.text import counted
 from leasing.choices import LIVE_LEASE_STATUSES, AllocationEnd, LeaseEventKind, PricingMode
 from leasing.locks import lease_lock
 from leasing.models import Lease
-from leasing.services.changes import allocations_cut, lease_sync_status, live_allocations_lock
+from leasing.services.ending import allocations_cut, lease_sync_status, live_allocations_lock
 from leasing.services.history import lease_event_record
 
 

@@ -315,7 +315,7 @@ def quote_resale_offers(
     request: QuoteRequest, *, customer_id: int, now: datetime
 ) -> list[ResaleOffer]:
     """Open resale listings, not the customer's own, that serve the request's whole window
-    (cheapest first): what a quote with no ordinary capacity still offers."""
+    (cheapest first), beside the quotes or, with no ordinary capacity, instead of them."""
     window = window_resolve(
         start=request.start,
         end=request.end,
@@ -332,5 +332,6 @@ def quote_resale_offers(
         min_gpus=request.gpu_count,
         currency=request.currency,
         price_lte=request.max_price_per_gpu_hour,
+        country=request.country,
         exclude_organization_id=customer_id,
     )

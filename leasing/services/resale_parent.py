@@ -2,7 +2,8 @@
 the assignment clause's `on_parent_end` when the parent ends early, and refusing a change that
 would take sold time away (`resold_time`, 409).
 
-Runs inside the parent's change (lease_exit, lease_replace_gpu), under the parent lease's lock.
+Runs inside the parent's change (lease_cut_short, for every early end; lease_replace_gpu), under
+the parent lease's lock.
 The order matters to the database: nested rows are cut or detached before the parent's own rows
 shrink (the trigger `allocation_nested_within_parent` refuses a parent shrinking below a live
 nested row), and detached rows become top-level only after the parent's rows are cut (the
@@ -18,6 +19,7 @@ from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from contracts import engine
 from contracts.choices import ContractStatus, EndReason, EventKind
 from contracts.services import contract_amend, contract_transition, event_record
+from core.events import emit_to
 from core.text import counted
 from inventory.models import Gpu
 from leasing.choices import (
@@ -138,7 +140,7 @@ def resale_follow_parent_end(
             actor=actor,
             inputs=inputs,
         )
-        event_record(
+        recorded = event_record(
             sublease.contract,
             kind=EventKind.RESALE,
             effective_at=at,
@@ -147,8 +149,32 @@ def resale_follow_parent_end(
             inputs=inputs,
             dedupe_key=f"resale:{listing.pk}:parent_end",
         )
+        if recorded is not None:  # told once per listing, however often its parent's end runs
+            _sublease_ended_emit(listing, sublease=sublease, parent=lease, at=at, sentence=sentence)
         sublease_hooks_run("parent_ended", listing, at)
     return detached, ended
+
+
+def _sublease_ended_emit(
+    listing: ResaleListing, *, sublease: Lease, parent: Lease, at: datetime, sentence: str
+) -> None:
+    """`sublease.ended` for the buyer and the seller: the sublease no longer stands on the
+    seller's lease (it ended with it, or runs on under the provider)."""
+    emit_to(
+        [sublease.customer_id, listing.seller_id],
+        type="sublease.ended",
+        data={
+            "listing_id": listing.pk,
+            "sublease_id": sublease.pk,
+            "contract_id": sublease.contract_id,
+            "parent_lease_id": parent.pk,
+            "rule": listing.on_parent_end,
+            "parent_end": at,
+            "sublease_end": sublease.end,
+            "explanation": sentence,
+        },
+        occurred_at=at,
+    )
 
 
 def _detach(
@@ -194,6 +220,14 @@ def _end_with_parent(
             row.period = DateTimeTZRange(lower, at, "[)")
         row.ended_reason = AllocationEnd.ENDED_EARLY
         row.save(update_fields=["period", "released_at", "ended_reason"])
+    if sublease.contract.status == ContractStatus.ENDED:
+        # Its contract ended meanwhile (the parent's end is applied late, e.g. by the job that
+        # ends leases after an operator's termination): its lease stops at the parent's end,
+        # and what was invoiced past it is billing's to refund (the "parent_ended" hook).
+        if sublease.start < at < sublease.end:
+            sublease.end = at
+            sublease.save(update_fields=["end", "updated_at"])
+        return False
     if at <= sublease.start:
         # Nothing of it will run: its contract ends now and the lease follows it (cancelled).
         contract_transition(

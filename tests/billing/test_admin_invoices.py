@@ -9,7 +9,14 @@ import pytest
 import time_machine
 from django.contrib.auth import get_user_model
 
-from billing.models import BillingRun, CreditNote, Invoice, InvoiceStatus, StripeEvent
+from billing.models import (
+    BillingRun,
+    CreditNote,
+    Invoice,
+    InvoiceStatus,
+    LedgerTransaction,
+    StripeEvent,
+)
 from billing.services.delivery import invoice_deliver, invoice_pdf_store
 from contracts.choices import EventKind
 from contracts.models import ContractEvent
@@ -391,3 +398,25 @@ def test_the_admin_link_to_the_stored_pdf_downloads_it_for_staff_only(
     client.logout()  # the same client: now anonymous
     anonymous = client.get(invoice.pdf.url)
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+
+
+# ---------------------------------------------------------------- payments outside Stripe
+
+
+def test_recording_a_payment_asks_for_the_transfer_reference_first(operator_client, invoice):
+    response = run_action(operator_client, "mark_paid", [invoice], follow=False)
+
+    assert response.status_code == 200
+    assert 'name="reference"' in page(response)
+    invoice.refresh_from_db()
+    assert invoice.status == InvoiceStatus.FINALIZED
+
+
+def test_recording_a_payment_marks_the_invoice_paid_and_collects_it(operator_client, invoice):
+    response = run_action(operator_client, "mark_paid", [invoice], apply="1", reference="SEPA 9")
+
+    invoice.refresh_from_db()
+    assert invoice.status == InvoiceStatus.PAID
+    assert f"Recorded {invoice.number} paid (SEPA 9)." in page(response)
+    assert invoice.events.filter(to_status="paid", explanation__contains="SEPA 9").exists()
+    assert LedgerTransaction.objects.filter(dedupe_key=f"invoice:{invoice.pk}:paid").exists()

@@ -11,6 +11,7 @@ import pytest
 import time_machine
 from celery import current_app
 from django.db import IntegrityError, transaction
+from django.utils.dateparse import parse_datetime
 
 from accounts.choices import KeyScope
 from accounts.models import Organization
@@ -232,6 +233,29 @@ def test_a_block_budget_at_100_percent_refuses_new_leases_and_holds_until_raised
         assert client.post("/api/v1/leases/", window, format="json").status_code == 201
     [hundred] = [c for c in crossings(customer) if c[0] == 100]
     assert hundred == (100, "2026-01")
+
+
+def test_a_block_budget_at_100_percent_refuses_extending_a_lease_until_raised(
+    client_for: ClientFor, provider: Organization, customer: Organization
+):
+    leased_contract(provider, customer)
+    with time_machine.travel(datetime(2026, 1, 15, 12, tzinfo=UTC), tick=True):
+        offer, _ = make_pool(provider, site=None, name="More GPUs")
+        client = client_for(customer)
+        window = {"offer": offer.pk, "gpu_count": 2, "start": next_hour().isoformat(), "hours": 4}
+        lease = client.post("/api/v1/leases/", window, format="json").json()
+        budget = client.post(
+            BUDGETS, budget_body(amount="50000", action="block"), format="json"
+        ).json()
+        assert budget["state"] == "exhausted", budget
+        longer = {"end": (parse_datetime(lease["end"]) + timedelta(hours=4)).isoformat()}
+        refused = client.post(f"/api/v1/leases/{lease['id']}/extend", longer, format="json")
+        assert (refused.status_code, refused.json()["code"]) == (409, "budget_exhausted")
+        assert client.get(f"/api/v1/leases/{lease['id']}/").json()["end"] == lease["end"]
+        client.patch(f"{BUDGETS}{budget['id']}/", {"amount": "500000"}, format="json")
+        extended = client.post(f"/api/v1/leases/{lease['id']}/extend", longer, format="json")
+        assert extended.status_code == 200, extended.json()
+        assert parse_datetime(extended.json()["end"]) == parse_datetime(longer["end"])
 
 
 def test_an_alert_only_budget_at_100_percent_blocks_nothing(

@@ -11,8 +11,8 @@ import pytest
 
 from accounts.services import billing_profile_update
 from billing.models import BillingRun, BillingRunKind, Invoice, InvoiceStatus, LineKind
+from billing.pdf import ascii_safe
 from billing.rendering import (
-    ascii_safe,
     credit_note_html,
     credit_note_pdf,
     format_amount,

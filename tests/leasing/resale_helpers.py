@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+import time_machine
 from django.db import connection
 from django.utils import timezone
 
@@ -108,3 +109,27 @@ def overlapping_nested_pairs() -> int:
             """
         )
         return int(cursor.fetchone()[0])
+
+
+# ---------------------------------------------------------------- a sold window on a pinned clock
+
+# The resale fault tests run on a pinned clock: the seller reserves on 4 January 2027 at 10:00
+# (the lease starts at 11:00 for one month, 2.28 USD per GPU-hour: 2.40 less the 5 % one-month
+# ladder), and lists 2 GPUs for [6 January, 8 January) at 2.50, which the buyer buys at once.
+T0 = datetime(2027, 1, 4, 10, 0, tzinfo=UTC)
+SOLD_START = datetime(2027, 1, 6, tzinfo=UTC)
+SOLD_END = datetime(2027, 1, 8, tzinfo=UTC)
+
+
+def sold_window(
+    seller: Any, buyer: Any, provider: Organization, rule: str = "end_with_refund"
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(the seller's lease, the listing, the buyer's sublease) as the API answered them."""
+    with time_machine.travel(T0, tick=False):
+        lease = reserved_lease(seller, resale_offer(provider, on_parent_end=rule), count=4)
+        body = listing_body(lease, count=2, start=SOLD_START, hours=48, ask="2.50")
+        listing = seller.post(LISTINGS, body, format="json")
+        assert listing.status_code == 201, listing.json()
+        sublease = buyer.post(f"{LISTINGS}{listing.json()['id']}/buy/")
+        assert sublease.status_code == 201, sublease.json()
+    return lease, listing.json(), sublease.json()

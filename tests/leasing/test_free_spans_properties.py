@@ -28,7 +28,7 @@ from leasing.errors import CapacityGone
 from leasing.locks import allocations_lock
 from leasing.models import Hold
 from leasing.selectors import CapacityFilters, Window, capacity_sql, free_gpu_counts
-from leasing.services.changes import allocations_cut
+from leasing.services.ending import allocations_cut
 from leasing.services.holds import hold_create, hold_limit_set, hold_release
 from leasing.services.leases import LeaseRequest
 from tests.factories import OrganizationFactory, ProviderFactory

@@ -87,8 +87,9 @@ def test_unsold_listings_whose_window_began_expire_and_release_their_time(
     assert (again.status_code, again.json()["code"]) == (409, "listing_closed")
 
 
-def _quote(client, *, count: int):
+def _quote(client, *, count: int, **extra):
     body = {
+        **extra,
         "gpu_model": "h200-sxm",
         "gpu_count": count,
         "start": (midnight_in(2) + timedelta(hours=6)).isoformat(),
@@ -112,3 +113,17 @@ def test_a_quote_without_ordinary_capacity_answers_with_the_resale_offers(seller
     # The seller cannot buy its own listing, so it gets the 409 too.
     own = _quote(seller, count=2)
     assert (own.status_code, own.json()["code"]) == (409, "no_capacity")
+
+
+def test_the_resale_offers_of_a_quote_follow_its_country(seller, buyer, provider):
+    offer = resale_offer(provider, gpu_count=4)
+    lease = reserved_lease(seller, offer, count=4)
+    listing = _listed(seller, lease, count=2, hours=48)
+    country = offer.site.country
+    elsewhere = "NZ" if country != "NZ" else "AU"
+    here = _quote(buyer, count=2, country=country.lower())
+    assert here.status_code == 201, here.json()
+    assert [offer["listing"] for offer in here.json()["resale"]] == [listing["id"]]
+    # In another country the listing is no offer: no ordinary capacity there either, so 409.
+    there = _quote(buyer, count=2, country=elsewhere)
+    assert (there.status_code, there.json()["code"]) == (409, "no_capacity")

@@ -22,6 +22,7 @@ ALL_TYPES = [
     "lease.started",
     "lease.preempted",
     "lease.ended",
+    "sublease.ended",
     "acceptance.decided",
     "contract.price_step",
     "contract.notice",

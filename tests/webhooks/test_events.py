@@ -44,6 +44,7 @@ from tests.economics.factories import worked_example_node as server
 from tests.inventory.factories import make_site
 from tests.leasing.factories import EXIT_TERMS, make_offer
 from tests.leasing.pool import make_pool, next_hour
+from tests.leasing.resale_helpers import sold_window
 from tests.webhooks.conftest import ALL_TYPES, endpoint_for, pump
 from tests.webhooks.receiver import Receiver
 from webhooks.models import WebhookEndpoint
@@ -396,6 +397,31 @@ def test_a_deposit_held_at_lease_start_and_released_at_its_end_tells_both_sides(
         assert held["lease_id"] == released["lease_id"] == lease.json()["id"]
         assert (Decimal(held["amount"]), held["status"]) == (Decimal("300"), "held")
         assert (Decimal(released["returned"]), released["status"]) == (Decimal("300"), "released")
+
+
+def test_a_parent_lease_ending_early_tells_the_buyer_and_the_seller_its_sublease_ended(
+    receiver: Receiver,
+    client_for: ClientFor,
+    provider: Organization,
+    customer: Organization,
+    other_customer: Organization,
+):
+    seller, buyer = listen(customer, receiver), listen(other_customer, receiver)
+    lease, listing, sub = sold_window(
+        client_for(customer), client_for(other_customer), provider, "continue_under_provider"
+    )
+    with time_machine.travel(datetime(2027, 1, 5, 9, tzinfo=UTC), tick=False):
+        exited = client_for(customer).post(
+            f"{LEASES}{lease['id']}/exit/", {"exit_date": "2027-01-07"}, format="json"
+        )
+    assert exited.status_code == 200, exited.json()
+    pump()
+    for endpoint in (seller, buyer):
+        [ended] = of_type(heard(receiver, endpoint), "sublease.ended")
+        assert (ended["listing_id"], ended["sublease_id"]) == (listing["id"], sub["id"])
+        assert ended["parent_lease_id"] == lease["id"]
+        assert ended["rule"] == "continue_under_provider"
+        assert ended["parent_end"] == "2027-01-07T00:00:00+00:00"
 
 
 def test_every_event_type_was_emitted_by_a_trigger_above():

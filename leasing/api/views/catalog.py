@@ -288,6 +288,7 @@ class CapacityView(OrganizationScopedMixin, APIView):
             min_gpus=filters.min_gpus,
             currency=filters.currency,
             price_lte=filters.price_lte,
+            country=filters.country,
             exclude_organization_id=self.caller.organization_id,
         )
         following = filters.offset + filters.limit
@@ -368,24 +369,12 @@ class QuoteViewSet(
             resale = quote_resale_offers(quote_request, customer_id=caller.organization.pk, now=now)
             if not resale:
                 raise
-            body = {"quotes": [], "resale": ResaleOfferSerializer(resale, many=True).data}
-            return Response(body, status=status.HTTP_201_CREATED)
+            quotes = []
+        else:
+            resale = quote_resale_offers(quote_request, customer_id=caller.organization.pk, now=now)
         rank = {quote.pk: position for position, quote in enumerate(quotes)}  # cheapest first
         fresh = sorted(
             selectors.quotes_of(caller=caller).filter(pk__in=rank), key=lambda q: rank[q.pk]
-        )
-        resale = (
-            resale_offers(
-                start=fresh[0].start,
-                end=fresh[0].end,
-                now=now,
-                gpu_models=[fresh[0].offer.gpu_model.slug],
-                min_gpus=data["gpu_count"],
-                currency=fresh[0].currency,
-                exclude_organization_id=caller.organization.pk,
-            )
-            if fresh
-            else []
         )
         body = {
             "quotes": QuoteSerializer(fresh, many=True, context={"now": now}).data,

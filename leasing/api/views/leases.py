@@ -67,6 +67,31 @@ ALLOCATIONS = Prefetch(
     ),
 )
 NO_NOTICES = PreemptionNotice.objects.none()
+# The answer to a new lease reads back only what LeaseSerializer shows: the lease's and its
+# allocations' own columns, and from the joined rows the few it names (a contract's number and
+# status, slugs, a GPU's index, a node's hostname). Selecting every column of the eight joined
+# tables cost more CPU than the rest of the request's reads together (docs/architecture.md,
+# "Request path costs"). Only for answers: objects handed to services keep every column.
+ANSWER_ALLOCATIONS = Prefetch(
+    "allocations",
+    queryset=Allocation.objects.select_related("gpu__node", "node__gpu_model")
+    .only(
+        *(field.name for field in Allocation._meta.concrete_fields),
+        "gpu__index",
+        "gpu__node__hostname",
+        "node__gpu_model__slug",
+    )
+    .order_by("gpu__node_id", "gpu__index"),
+)
+LEASE_ANSWER_COLUMNS = (
+    *(field.name for field in Lease._meta.concrete_fields),
+    "contract__number",
+    "contract__status",
+    "contract__billing_start",
+    "customer__slug",
+    "offer__provider__slug",
+    "offer__gpu_model__slug",
+)
 
 
 def _actor(request: Request) -> str:
@@ -149,8 +174,10 @@ class HoldViewSet(
             tags=data.get("tags"),
             actor=_actor(request),
         )
-        hold = self.get_queryset().get(pk=hold.pk)
-        return Response(HoldSerializer(hold).data, status=status.HTTP_201_CREATED)
+        answered = self.get_queryset().prefetch_related(None).prefetch_related(ANSWER_ALLOCATIONS)
+        return Response(
+            HoldSerializer(answered.get(pk=hold.pk)).data, status=status.HTTP_201_CREATED
+        )
 
     @extend_schema(request=None, responses=HoldSerializer)
     @action(detail=True, methods=["post"])
@@ -200,8 +227,8 @@ class LeaseViewSet(
         else:
             lease = lease_create(request=_window_request(data, self.caller), **common)
         # A lease just made has no preemption notices yet: `.none()` answers without a query.
-        created = self.get_queryset().prefetch_related(None)
-        created = created.prefetch_related(ALLOCATIONS, Prefetch("preemptions", NO_NOTICES))
+        created = self.get_queryset().prefetch_related(None).only(*LEASE_ANSWER_COLUMNS)
+        created = created.prefetch_related(ANSWER_ALLOCATIONS, Prefetch("preemptions", NO_NOTICES))
         return Response(
             LeaseSerializer(created.get(pk=lease.pk)).data, status=status.HTTP_201_CREATED
         )
