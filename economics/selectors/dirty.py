@@ -5,11 +5,12 @@ Two sources, each covering what it can see cheaply and exactly:
   allocations, outages, the node's and its site's cost columns and the node's retirement mark,
   per node, the first month whose figures a change can move;
 - a per-month digest of what the triggers cannot place on a node: the revenue the attribution
-  puts on the month (a line's placement depends on other lines, leases and SLA offerings) and
-  the FX rate each conversion of the month uses. It is stored as `AssetMonth.inputs_fingerprint`.
-The job recomputes a node from the earliest month either source names, and always its last
-month (the running month moves with `now`; a month that was running at the last run is whole
-now).
+  puts on the month (a line's placement depends on other lines, leases and SLA offerings), the
+  FX rate each conversion of the month uses, and the month's span of service. It is stored as
+  `AssetMonth.inputs_fingerprint`.
+The digest also holds the month's span of service, so the running month (its end moves with
+`now`) and a month that was running at the last run and is whole now are recomputed. The job
+recomputes a node from the earliest month either source names.
 """
 
 from __future__ import annotations
@@ -69,31 +70,46 @@ def _month_of(moment: datetime) -> date:
     return date(moment.year, moment.month, 1)
 
 
-def service_months(*, node_ids: Sequence[int], now: datetime) -> dict[int, list[date]]:
-    """The calendar months each node was in service up to `now` (the job's months)."""
+def service_months(
+    *, node_ids: Sequence[int], now: datetime
+) -> tuple[dict[int, list[date]], dict[int, tuple[datetime, datetime]]]:
+    """The calendar months each node was in service up to `now` (the job's months), and its
+    span of service."""
     months: dict[int, list[date]] = defaultdict(list)
+    spans: dict[int, tuple[datetime, datetime]] = {}
     if not node_ids:
-        return months
+        return months, spans
     with connection.cursor() as cursor:
         cursor.execute(SERVICE_SPANS_SQL, {"node_ids": list(node_ids), "now": now})
-        spans = cursor.fetchall()
-    for node_id, start, end in spans:
+        rows = cursor.fetchall()
+    for node_id, start, end in rows:
         if end <= start:
             continue
+        spans[node_id] = (start, end)
         month, last = _month_of(start), _month_of(end - timedelta(microseconds=1))
         while month <= last:
             months[node_id].append(month)
             month = next_month(month)
-    return months
+    return months, spans
+
+
+def _span_in(span: tuple[datetime, datetime], month: date) -> str:
+    """The part of the month the node was in service (moves with `now` in the running month)."""
+    start = datetime(month.year, month.month, 1, tzinfo=UTC)
+    following = next_month(month)
+    end = datetime(following.year, following.month, 1, tzinfo=UTC)
+    return f"{max(span[0], start).isoformat()}~{min(span[1], end).isoformat()}"
 
 
 def revenue_fingerprints(
     *,
     nodes: Sequence[Node],
     months: dict[int, list[date]],
+    spans: dict[int, tuple[datetime, datetime]],
     revenue: dict[tuple[int, date], list[RevenuePiece]],
 ) -> dict[tuple[int, date], str]:
-    """Each node-month's digest of its revenue pieces and the FX rates its conversions use."""
+    """Each node-month's digest of its span of service, its revenue pieces and the FX rates its
+    conversions use."""
     rates = Rates()
     fingerprints = {}
     for node in nodes:
@@ -107,7 +123,8 @@ def revenue_fingerprints(
                 for source in sorted(sources - {currency})
             )
             digest = revenue_digest(pieces) if pieces else "-"
+            span = _span_in(spans[node.pk], month)
             fingerprints[node.pk, month] = hashlib.md5(
-                f"{FORMULA_VERSION}/{digest}/{used}".encode()
+                f"{FORMULA_VERSION}/{span}/{digest}/{used}".encode()
             ).hexdigest()
     return fingerprints

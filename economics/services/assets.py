@@ -3,8 +3,8 @@
 Idempotent and incremental: triggers mark the first month of a node whose SQL inputs changed
 (allocations, outages, the node's and site's costs, its retirement: the dirty set, see
 `selectors/dirty.py`), and each month carries a digest of the revenue placed on it and the FX
-rates it converts with. A run recomputes a node from the earliest month either names, and from
-its last month at the latest (later months follow: cumulative figures carry over), continues
+rates it converts with and of its span of service. A run recomputes a node from the earliest
+month either names (later months follow: cumulative figures carry over), continues
 from the stored months before it, and writes only rows whose values changed; so late usage, a
 credit note or a corrected FX rate still shows up the next night without scanning every input.
 `full=True` recomputes every month (operators' "recompute now").
@@ -214,8 +214,8 @@ def _plan(
     every_node: bool,
     full: bool,
 ) -> Plan:
-    """Each node from its earliest month that the dirty set or a changed revenue/FX digest
-    names, and at the latest from its last month (the running month moves with `now`)."""
+    """Each node from its earliest month that the dirty set or a changed digest (span of
+    service, revenue, FX) names; a node nothing names is left as it is."""
     dirty = dirty_months_take(node_ids=None if every_node else node_ids)
     stored = stored_fingerprints(node_ids=node_ids)
     with_payback = set(
@@ -231,18 +231,19 @@ def _plan(
             if gone or full or node_id not in with_payback:
                 start[node_id] = None
             continue
-        firsts = [computed[-1]]
+        firsts = []
         if full or node_id not in with_payback:
             firsts.append(computed[0])
         if node_id in dirty:
             firsts.append(max(dirty[node_id], computed[0]))
-        if kept and computed[0] <= max(kept) <= computed[-1]:
-            # The month that was running at the last run may be whole by now.
-            firsts.append(max(kept))
         changed = next((m for m in computed if kept.get(m) != fingerprints[node_id, m]), None)
         if changed is not None:
             firsts.append(changed)
-        start[node_id] = min(firsts)
+        if gone:
+            # Months dropped (e.g. `now` earlier than the last run's): the payback is redone.
+            firsts.append(computed[-1])
+        if firsts:
+            start[node_id] = min(firsts)
     return Plan(months=months, start=start, stale=stale)
 
 
@@ -276,8 +277,10 @@ def asset_economics_refresh(
     node_list = list(nodes)
     ids = [node.pk for node in node_list]
     attribution = revenue_attribute()
-    months = service_months(node_ids=ids, now=now)
-    fingerprints = revenue_fingerprints(nodes=node_list, months=months, revenue=attribution.pieces)
+    months, spans = service_months(node_ids=ids, now=now)
+    fingerprints = revenue_fingerprints(
+        nodes=node_list, months=months, spans=spans, revenue=attribution.pieces
+    )
     in_run = set(ids)
     for (node_id, month), pieces in attribution.pieces.items():
         if node_id in in_run and (node_id, month) not in fingerprints:
