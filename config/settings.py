@@ -15,7 +15,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
-from core.event_types import EVENT_TYPES, schema_name
+from config.openapi import OPENAPI_SETTINGS
 
 # Lets admin.ModelAdmin[Model] and friends be subscripted at run time (for mypy).
 django_stubs_ext.monkeypatch()
@@ -297,35 +297,8 @@ REST_FRAMEWORK = {
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 
-SPECTACULAR_SETTINGS = {
-    "TITLE": "Cardhour API",
-    "DESCRIPTION": "GPU compute leasing: inventory, capacity, leases, contracts, usage, invoices.",
-    "VERSION": "1.0.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    "COMPONENT_SPLIT_REQUEST": True,
-    # Choice sets that share a field name get stable names (not hashes such as Status342Enum),
-    # so a generated client keeps its class names from one release to the next.
-    "ENUM_NAME_OVERRIDES": {
-        "AcceptanceRunStatusEnum": "contracts.choices.AcceptanceRunStatus",
-        "OfferStatusEnum": "leasing.choices.OfferStatus",
-        "ContractEventKindEnum": "contracts.choices.EventKind",
-        "PartyEnum": "contracts.choices.Party",
-    },
-    # pydantic input schemas use JSON Schema nulls, which OpenAPI 3.1 allows.
-    "OAS_VERSION": "3.1.0",
-    # `check --deploy` is about deployment settings; the schema is checked by its own test.
-    "ENABLE_DJANGO_DEPLOY_CHECK": False,
-    # The standard error answers ({"code", "message", "detail"}) on every operation.
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "core.api.schema.add_error_responses",
-    ],
-    # The webhook event catalogue (core.event_types), one OpenApiWebhook per type.
-    "WEBHOOKS": [f"webhooks.api.schema.{schema_name(event_type)}" for event_type in EVENT_TYPES],
-}
+# The OpenAPI schema (drf-spectacular): config/openapi.py.
+SPECTACULAR_SETTINGS = OPENAPI_SETTINGS
 
 # --- Celery: CELERY_BROKER_URL (Redis or RabbitMQ), or the filesystem transport (no server) ---
 CELERY_DIR = Path(

@@ -6,6 +6,7 @@ names its `db_table`, and its constraint and index names are the ones in the dat
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -83,10 +84,30 @@ class AssetMonth(models.Model):
     energy_cost = models.DecimalField(**MONEY)
     opex = models.DecimalField(**MONEY)
     depreciation = models.DecimalField(**MONEY)
-    revenue = models.DecimalField(**MONEY)
+    revenue = models.DecimalField(
+        **MONEY, help_text="The provider's: its own contracts' lines and its share of resale."
+    )
     net_cash_flow = models.DecimalField(**MONEY)
     cumulative_net_cash_flow = models.DecimalField(**MONEY)
     book_value = models.DecimalField(**MONEY, help_text="At the end of the month.")
+    # Resale (docs/architecture.md, "Economics"): what buyers of resold GPU-time on this node
+    # paid under their subleases, split by each listing's terms. Only the provider's share is in
+    # `revenue`; the seller's proceeds and the marketplace fee are shown, never counted.
+    resold_gpu_hours = models.DecimalField(
+        **HOURS, default=Decimal("0"), help_text="Sold to buyers by lessees; part of allocated."
+    )
+    resale_revenue = models.DecimalField(
+        **MONEY, default=Decimal("0"), help_text="What buyers of resold time paid (all parts)."
+    )
+    resale_provider_share = models.DecimalField(
+        **MONEY, default=Decimal("0"), help_text="The provider's share of it (in revenue)."
+    )
+    reseller_proceeds = models.DecimalField(
+        **MONEY, default=Decimal("0"), help_text="The sellers' part of it (not revenue)."
+    )
+    marketplace_fee = models.DecimalField(
+        **MONEY, default=Decimal("0"), help_text="The marketplace's fee on it (not revenue)."
+    )
     revenue_detail = models.JSONField(default=dict, blank=True)
     warnings = models.JSONField(default=list, blank=True)
     inputs_fingerprint = models.CharField(
@@ -123,6 +144,19 @@ class AssetMonth(models.Model):
             models.CheckConstraint(
                 condition=Q(net_cash_flow=F("revenue") - F("energy_cost") - F("opex")),
                 name="asset_month_net_is_revenue_less_cash_costs",
+            ),
+            models.CheckConstraint(
+                condition=Q(resold_gpu_hours__gte=0)
+                & Q(resold_gpu_hours__lte=F("allocated_gpu_hours")),
+                name="asset_month_resold_within_allocated",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    resale_revenue=F("resale_provider_share")
+                    + F("reseller_proceeds")
+                    + F("marketplace_fee")
+                ),
+                name="asset_month_resale_split_adds_up",
             ),
             currency_is_iso("asset_month_currency_iso"),
         ]
@@ -275,7 +309,7 @@ class AssetEconomics(Node):
 class DirtyMonth(models.Model):
     """A node whose months from `month` on have changed inputs since the nightly job last ran.
 
-    Written only by the statement-level triggers of migration economics 0005 (allocations,
+    Written only by the statement-level triggers of migration economics 0006 (allocations,
     outages, the node's and its site's cost columns, the node's retirement); the job takes the
     earliest row of each node and deletes what it took, in its own transaction. No foreign key:
     a row of a deleted node is simply never taken.

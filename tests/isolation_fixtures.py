@@ -78,15 +78,21 @@ from leasing.models import (
     Offer,
     PreemptionNotice,
     Quote,
+    ResaleListing,
     SlaOffering,
 )
 from leasing.services.holds import hold_create
 from leasing.services.leases import lease_create, request_build
 from leasing.services.quotes import QuoteRequest, quote_create
-from leasing.services.resale import resale_listing_create
+from leasing.services.resale import (
+    resale_listing_buy,
+    resale_listing_consent,
+    resale_listing_create,
+)
 from tests.billing.factories import event, token_contract
 from tests.billing.invoice_factories import make_issued_invoice
 from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
+from tests.factories import OrganizationFactory
 from tests.inventory.factories import make_node, make_site, node_payload, site_payload
 from tests.leasing.factories import EXIT_TERMS, hour_from_now, make_offer, make_sla_offering
 from webhooks.models import Delivery, DeliveryAttempt, WebhookEndpoint
@@ -595,6 +601,25 @@ def _resale_listing(world: World, _: str) -> Built:
             Lease.objects.filter(customer=world.customer),
             LeaseEvent.objects.filter(lease_id=listing.parent_lease_id),
         ],
+    )
+
+
+def _sold_listing(world: World, _: str) -> Built:
+    """A listing of tenant A's customer (the seller), consented and bought by a third customer."""
+
+    def make() -> Any:
+        listing = _resale_listing(world, CUSTOMER).obj
+        listing = resale_listing_consent(listing=listing, actor="provider")
+        buyer = OrganizationFactory(slug=f"resale-buyer-{world.generation}")
+        resale_listing_buy(listing=listing, buyer=buyer, actor="buyer")
+        listing.refresh_from_db()
+        return listing
+
+    listing = world.once("sold_listing", make)
+    return Built(
+        listing,
+        refs={"listing": listing.pk},
+        watch=[ResaleListing.objects.filter(pk=listing.pk)],
     )
 
 
@@ -1365,6 +1390,12 @@ TENANT_RESOURCES: dict[str, Resource] = {
         customer_reads=False,
         # Every evaluation, OK pools included, not only the latest raised ones.
         list_params={"all": "true", "evaluated_on__gte": "2000-01-01"},
+    ),
+    # A seller's resale economics: its own sold listings only; `listing` names one.
+    "resale-economics": Resource(
+        owners=(CUSTOMER,),
+        build=_sold_listing,
+        queries={"get": lambda b: [{"listing": b.refs["listing"]}]},
     ),
     "unit-economics": Resource(
         owners=(PROVIDER,),

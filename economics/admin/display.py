@@ -98,6 +98,17 @@ def conversion_text(conversion: dict[str, Any]) -> str:
         return json.dumps(conversion, sort_keys=True)
 
 
+def resale_text(month: AssetMonth) -> str:
+    """What buyers of resold time paid in a month and how it split, or "-" without resale."""
+    if not month.resale_revenue and not month.resold_gpu_hours:
+        return NOT_AVAILABLE
+    return (
+        f"{number(month.resale_revenue)} paid: {number(month.resale_provider_share)} provider "
+        f"(in revenue), {number(month.reseller_proceeds)} resellers, "
+        f"{number(month.marketplace_fee)} marketplace fee"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class MonthRow:
     """One asset month as the table on the asset page shows it."""
@@ -115,6 +126,8 @@ class MonthRow:
     net_cash_flow: str
     cumulative_net_cash_flow: str
     book_value: str
+    resold_gpu_hours: str = NOT_AVAILABLE
+    resale: str = NOT_AVAILABLE
     documents: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     conversions: list[str] = field(default_factory=list)
@@ -137,6 +150,10 @@ class MonthRow:
             net_cash_flow=number(month.net_cash_flow),
             cumulative_net_cash_flow=number(month.cumulative_net_cash_flow),
             book_value=number(month.book_value),
+            resold_gpu_hours=number(month.resold_gpu_hours)
+            if month.resold_gpu_hours
+            else NOT_AVAILABLE,
+            resale=resale_text(month),
             documents=[str(number) for number in detail.get("documents", [])],
             warnings=[str(warning) for warning in month.warnings or []],
             conversions=[conversion_text(c) for c in detail.get("conversions", [])],
@@ -173,9 +190,22 @@ LEGEND = {
 MONTH_LEGEND = [
     ("In service (h)", "hours of the month the node was owned and not retired."),
     ("Available GPU-h", "GPU-hours the node could lease out (outages excluded)."),
-    ("Allocated GPU-h", "GPU-hours leased out (holds excluded)."),
+    (
+        "Allocated GPU-h",
+        "GPU-hours leased out (holds excluded); resold time counts once, in its seller's lease.",
+    ),
+    ("Resold GPU-h", "GPU-hours a lessee resold to a buyer (part of the allocated hours)."),
     ("Utilization", "allocated ÷ available GPU-hours."),
-    ("Revenue", "invoiced lines attributed to the node (documents listed under it)."),
+    (
+        "Revenue",
+        "invoiced lines attributed to the node (documents listed under it), the provider's "
+        "share of resold time's payments included.",
+    ),
+    (
+        "Resale",
+        "what buyers of resold time paid, split by each listing's terms: the provider's share "
+        "(in revenue), the resellers' proceeds and the marketplace fee (neither is revenue).",
+    ),
     (
         "Energy",
         "kWh drawn (idle to full load by utilization, times PUE) at the site's power price.",

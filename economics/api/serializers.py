@@ -11,7 +11,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from core.api.fields import MinorUnitMixin
+from core.api.fields import DecimalString, MinorUnitMixin
 from economics.models import AssetMonth, CapacitySignal, FxRate
 from economics.selectors import unit_economics as unit_economics_selector
 from inventory.api.serializers import SiteRefSerializer
@@ -139,6 +139,11 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
     net_cash_flow = revenue - energy_cost - opex (depreciation is not cash);
     total_cost = depreciation + energy_cost + opex. `revenue_detail` lists the documents the
     revenue came from, by kind and currency, and every FX conversion made.
+
+    Resale: `resold_gpu_hours` were sold by lessees to buyers (part of the allocated hours,
+    counted once); `resale_revenue` is what those buyers paid, split into
+    `resale_provider_share` (part of `revenue`), `reseller_proceeds` and `marketplace_fee`
+    (neither is the provider's revenue).
     """
 
     money_fields = (
@@ -148,6 +153,10 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
         "depreciation",
         "total_cost",
         "revenue",
+        "resale_revenue",
+        "resale_provider_share",
+        "reseller_proceeds",
+        "marketplace_fee",
         "net_cash_flow",
         "cumulative_net_cash_flow",
         "book_value",
@@ -167,6 +176,7 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
             "in_service_hours",
             "available_gpu_hours",
             "allocated_gpu_hours",
+            "resold_gpu_hours",
             "utilization",
             "energy_kwh",
             "energy_cost",
@@ -174,6 +184,10 @@ class AssetMonthSerializer(MinorUnitMixin, serializers.ModelSerializer[AssetMont
             "depreciation",
             "total_cost",
             "revenue",
+            "resale_revenue",
+            "resale_provider_share",
+            "reseller_proceeds",
+            "marketplace_fee",
             "net_cash_flow",
             "cumulative_net_cash_flow",
             "book_value",
@@ -336,6 +350,61 @@ class UnitEconomicsSerializer(serializers.Serializer[Any]):
     """Every period of the scope between `from` and `to`, oldest first."""
 
     results = UnitEconomicsPeriodSerializer(many=True)
+
+
+# ------------------------------------------------------------------ resale (the seller's side)
+
+
+class ResaleListingEconomicsSerializer(serializers.Serializer[Any]):
+    """One sold listing from its seller's side, in the listing's currency, to the cent.
+
+    buyers_paid = provider_share + marketplace_fee + proceeds (each buyer document split by the
+    listing's terms: fee and provider share rounded, the seller gets the rest); margin = proceeds
+    - cost_of_resold_hours (the resold GPU-hours at the seller's own contract rate).
+    """
+
+    id = serializers.IntegerField(source="listing.pk", help_text="The resale listing.")
+    parent_lease = serializers.IntegerField(source="listing.parent_lease_id")
+    sublease = serializers.IntegerField(source="listing.sublease_id")
+    gpu_count = serializers.IntegerField(source="listing.gpu_count")
+    start = serializers.DateTimeField(source="listing.start")
+    end = serializers.DateTimeField(source="listing.end")
+    currency = serializers.CharField(source="listing.currency")
+    ask_price_per_gpu_hour = DecimalString(source="listing.ask_price_per_gpu_hour")
+    provider_share_pct = DecimalString(source="listing.provider_share_pct")
+    marketplace_fee_pct = DecimalString(source="listing.marketplace_fee_pct")
+    resold_gpu_hours = DecimalString()
+    buyers_paid = DecimalString(source="split.total")
+    provider_share = DecimalString(source="split.provider_share")
+    marketplace_fee = DecimalString(source="split.marketplace_fee")
+    proceeds = DecimalString(source="split.seller_proceeds")
+    parent_rate_per_gpu_hour = DecimalString(source="parent_rate")
+    cost_of_resold_hours = DecimalString()
+    margin = DecimalString()
+    documents = serializers.ListField(
+        child=serializers.CharField(), help_text="The buyer's invoices and credit notes counted."
+    )
+
+
+class ResaleTotalSerializer(serializers.Serializer[Any]):
+    """The sold listings of one currency, summed."""
+
+    currency = serializers.CharField()
+    listings_sold = serializers.IntegerField()
+    resold_gpu_hours = DecimalString()
+    buyers_paid = DecimalString()
+    provider_share = DecimalString()
+    marketplace_fee = DecimalString()
+    proceeds = DecimalString()
+    cost_of_resold_hours = DecimalString()
+    margin = DecimalString()
+
+
+class ResaleEconomicsSerializer(serializers.Serializer[Any]):
+    """A seller's sold listings (oldest window first) and their totals per currency."""
+
+    results = ResaleListingEconomicsSerializer(many=True)
+    totals = ResaleTotalSerializer(many=True)
 
 
 # ------------------------------------------------------------------ FX rates

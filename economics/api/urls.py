@@ -1,5 +1,5 @@
 """Routes of the economics API: assets and their economics, capacity signals, FX rates, unit
-economics."""
+economics, a reseller's resale economics."""
 
 from django.urls import re_path
 
@@ -8,6 +8,7 @@ from economics.api.views import (
     AssetViewSet,
     CapacitySignalViewSet,
     FxRateViewSet,
+    ResaleEconomicsView,
     UnitEconomicsView,
 )
 
@@ -19,4 +20,5 @@ router.register("fx-rates", FxRateViewSet, basename="fx-rate")
 urlpatterns = [
     *router.urls,
     re_path(r"^unit-economics/?$", UnitEconomicsView.as_view(), name="unit-economics"),
+    re_path(r"^resale-economics/?$", ResaleEconomicsView.as_view(), name="resale-economics"),
 ]

@@ -1,5 +1,6 @@
 """Economics API: each node's payback, its monthly series, pools' capacity signals, unit
-economics per SLA offering or pool, and the FX rates they convert with.
+economics per SLA offering or pool, a reseller's sold listings, and the FX rates they convert
+with.
 
 Economics are the owning provider's (and operators') business: a customer-only organization gets
 403 provider_only, another provider's node 404. The figures are what the nightly job stored
@@ -58,6 +59,7 @@ from core.api.renderers import (
     wants_csv,
 )
 from core.api.replica import ReplicaListMixin, reads_from_replica
+from core.errors import NotFound
 from economics.api.filters import AssetFilter, CapacitySignalFilter, FxRateFilter
 from economics.api.serializers import (
     ASSET_CSV_FIELDS,
@@ -67,13 +69,16 @@ from economics.api.serializers import (
     AssetSerializer,
     CapacitySignalSerializer,
     FxRateSerializer,
+    ResaleEconomicsSerializer,
     UnitEconomicsSerializer,
 )
 from economics.models import AssetMonth, CapacitySignal, FxRate
 from economics.selectors import unit_economics as unit_economics_selector
+from economics.selectors.resale import resale_report, resale_totals
 from economics.services.fx import FxRateInput, fx_rate_create, fx_rate_delete, fx_rate_update
 from inventory.models import Node
 from inventory.schemas import parse
+from leasing.models import ResaleListing
 
 
 class IsProviderOrOperator(HasOrganizationScope):
@@ -335,6 +340,43 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
                 filename=f"unit-economics-{scope}.csv",
             )
         return Response({"results": [period.as_json() for period in periods]})
+
+
+# ------------------------------------------------------------------ resale (the seller's side)
+
+
+class ResaleEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
+    """A seller's resale: each sold listing, the GPU-hours resold, what the buyer paid split by
+    the listing's terms, and the margin over what those hours cost the seller.
+
+    Any organization reads its own sold listings (operators all); `listing=<id>` narrows to one,
+    404 listing_not_found when it is not the caller's sold listing.
+    """
+
+    queryset = ResaleListing.objects.all()
+    serializer_class = ResaleEconomicsSerializer
+    permission_classes = [HasOrganizationScope]
+    tenant_fields = ("seller",)
+    filter_backends: list[Any] = []
+    pagination_class = None
+    query_params = ("listing",)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("listing", int, description="One sold listing of yours.")],
+        responses=ResaleEconomicsSerializer,
+    )
+    @reads_from_replica
+    def get(self, request: Request) -> Response:
+        """The caller's sold listings, oldest window first, and their totals per currency."""
+        listing_id = id_param(request.query_params, "listing", what="the id of a resale listing")
+        listings = self.get_queryset()
+        if listing_id is not None:
+            listings = listings.filter(pk=listing_id)
+        rows = resale_report(listings)
+        if listing_id is not None and not rows:
+            raise NotFound(f"No sold listing {listing_id} of yours.", code="listing_not_found")
+        body = {"results": rows, "totals": resale_totals(rows)}
+        return Response(ResaleEconomicsSerializer(body).data)
 
 
 # ------------------------------------------------------------------ FX rates

@@ -1,7 +1,7 @@
 """What changed since the nightly job last ran, found without scanning every input.
 
 Two sources, each covering what it can see cheaply and exactly:
-- the dirty set (`economics_dirtymonth`, migration economics 0005): statement-level triggers on
+- the dirty set (`economics_dirtymonth`, migration economics 0006): statement-level triggers on
   allocations, outages, the node's and its site's cost columns and the node's retirement mark,
   per node, the first month whose figures a change can move;
 - a per-month digest of what the triggers cannot place on a node: the revenue the attribution

@@ -4,9 +4,12 @@ The nightly job recomputes a month only when its fingerprint differs from the on
 row. A fingerprint digests, per node and calendar month (the same months `gpu_seconds` yields):
 the node's and its site's cost and power columns and its retirement, the month's span of service
 (its end moves with `now` in the running month), and the allocations and outages that overlap
-it. Two parts are added in Python: the revenue placed on the month (from the attribution, since
-a line's placement depends on other lines) and the FX rate each conversion the month needs
-would use (capex currency from power, opex and revenue currencies, on the month's last day).
+it (an allocation with its nesting, listing and the listing's split terms, so a resale listed
+or sold over a month changes that month). Two parts are added in Python: the revenue placed on
+the month (from the attribution, since a line's placement depends on other lines, with each
+piece's role: the provider's own, or its share, the seller's or the fee of a resale) and the FX
+rate each conversion the month needs would use (capex currency from power, opex and revenue
+currencies, on the month's last day).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from economics.selectors.gpu_hours import NODE_RETIREMENT_JOIN_SQL, NODE_SERVICE
 from economics.selectors.revenue import RevenuePiece, next_month
 
 # Bump when the computation of a month changes, so that every stored month is recomputed once.
-FORMULA_VERSION = "1"
+FORMULA_VERSION = "2"  # 2: resold time and resale splits
 
 # One row per node-month; each part digested separately so a reader can see what counts.
 INPUT_FINGERPRINT_SQL = (
@@ -57,10 +60,14 @@ node_month AS (
 ),
 allocations AS (
     SELECT nm.node_id, nm.month_start,
-           md5(string_agg(concat_ws(',', a.id, a.gpu_id, a.lease_id, a.period, a.released_at),
+           md5(string_agg(concat_ws(',', a.id, a.gpu_id, a.lease_id, a.period, a.released_at,
+                                    a.parent_id, a.listing_id, rl.provider_share_pct,
+                                    rl.marketplace_fee_pct),
                           ';' ORDER BY a.id)) AS digest
     FROM node_month nm
     JOIN leasing_allocation a ON a.node_id = nm.node_id AND a.period && nm.span
+    -- Resold time: the sale (the nested rows' lease) and the listing's split terms.
+    LEFT JOIN leasing_resalelisting rl ON rl.id = a.listing_id
     GROUP BY nm.node_id, nm.month_start
 ),
 outages AS (
@@ -105,7 +112,8 @@ class _Rates:
 def _revenue_digest(pieces: Iterable[RevenuePiece]) -> str:
     """Order-free digest of a node-month's revenue pieces (amounts at full precision)."""
     parts = sorted(
-        f"{piece.document}|{piece.kind}|{piece.currency}|{piece.amount}" for piece in pieces
+        f"{piece.document}|{piece.kind}|{piece.role}|{piece.currency}|{piece.amount}"
+        for piece in pieces
     )
     return hashlib.md5(";".join(parts).encode()).hexdigest()
 

@@ -30,10 +30,11 @@ NODE_RETIREMENT_JOIN_SQL = """\
 """
 
 # GPU-seconds per node and bucket (a month, a week, an hour): available = GPU count x the
-# seconds the node was in service minus the GPU-seconds under outage; allocated = lease
-# allocations net of the outages of their GPU. `multirange_seconds` is created by migration
-# billing 0006. Buckets are clipped to the node's service: from acquisition to retirement
-# (the first history row with status retired) or `now`.
+# seconds the node was in service minus the GPU-seconds under outage; allocated = top-level lease
+# allocations net of the outages of their GPU; resold = the sold nested rows among them (a
+# buyer's sublease inside the seller's allocation), already counted in allocated.
+# `multirange_seconds` is created by migration billing 0006. Buckets are clipped to the node's
+# service: from acquisition to retirement (the first history row with status retired) or `now`.
 GPU_SECONDS_SQL = (
     """
 WITH node AS (
@@ -80,7 +81,9 @@ gpu_out AS (
     GROUP BY o.node_id, o.gpu_id
 ),
 alloc AS (
-    SELECT a.node_id, a.gpu_id,
+    -- A nested row (resold time) lies inside its parent's (the seller's) on the same GPU: the
+    -- parent counts as allocated, the nested row only as resold, so no time is counted twice.
+    SELECT a.node_id, a.gpu_id, a.parent_id IS NOT NULL AS nested,
            tstzrange(lower(a.period), LEAST(upper(a.period), %(now)s), '[)') AS span
     FROM leasing_allocation a
     WHERE a.lease_id IS NOT NULL AND a.released_at IS NULL
@@ -88,21 +91,27 @@ alloc AS (
       -- With `start`, what ended before it falls in no bucket.
       AND (%(start)s::timestamptz IS NULL OR upper(a.period) > %(start)s)
 ),
-allocated AS (
+alloc_seconds AS (
     -- Without outages on the node the overlap is a plain range: no multirange work.
-    SELECT b.node_id, b.bucket_start,
-           sum(CASE WHEN nout.spans IS NULL AND gout.spans IS NULL
-                    THEN EXTRACT(EPOCH FROM upper(al.span * b.span) - lower(al.span * b.span))
-                    ELSE multirange_seconds(
-                        tstzmultirange(al.span * b.span)
-                        - COALESCE(nout.spans, '{}'::tstzmultirange)
-                        - COALESCE(gout.spans, '{}'::tstzmultirange)) END) AS seconds
+    SELECT b.node_id, b.bucket_start, al.nested,
+           CASE WHEN nout.spans IS NULL AND gout.spans IS NULL
+                THEN EXTRACT(EPOCH FROM upper(al.span * b.span) - lower(al.span * b.span))
+                ELSE multirange_seconds(
+                    tstzmultirange(al.span * b.span)
+                    - COALESCE(nout.spans, '{}'::tstzmultirange)
+                    - COALESCE(gout.spans, '{}'::tstzmultirange)) END AS seconds
     FROM bucket b
     JOIN alloc al ON al.node_id = b.node_id AND al.span && b.span
     LEFT JOIN node_out nout ON nout.node_id = b.node_id
     LEFT JOIN gpu_out gout ON gout.node_id = b.node_id AND gout.gpu_id = al.gpu_id
     WHERE NOT isempty(b.span)
-    GROUP BY b.node_id, b.bucket_start
+),
+allocated AS (
+    SELECT node_id, bucket_start,
+           COALESCE(sum(seconds) FILTER (WHERE NOT nested), 0) AS seconds,
+           COALESCE(sum(seconds) FILTER (WHERE nested), 0) AS resold
+    FROM alloc_seconds
+    GROUP BY node_id, bucket_start
 ),
 gpu_down AS (
     -- Single-GPU outages outside the node-wide ones, grouped once per bucket (joined, not a
@@ -122,7 +131,8 @@ SELECT b.node_id, b.bucket_start,
          - b.gpu_count * CASE WHEN nout.spans IS NULL THEN 0
              ELSE multirange_seconds(nout.spans * tstzmultirange(b.span)) END
          - COALESCE(gd.seconds, 0) AS available_seconds,
-       COALESCE(al.seconds, 0) AS allocated_seconds
+       COALESCE(al.seconds, 0) AS allocated_seconds,
+       COALESCE(al.resold, 0) AS resold_seconds
 FROM bucket b
 LEFT JOIN node_out nout ON nout.node_id = b.node_id
 LEFT JOIN allocated al ON al.node_id = b.node_id AND al.bucket_start = b.bucket_start
@@ -138,11 +148,15 @@ HOURS = Decimal("0.0001")
 
 @dataclass(frozen=True, slots=True)
 class GpuSeconds:
-    """One bucket of one node: service seconds, available and allocated GPU-seconds."""
+    """One bucket of one node: service seconds, available, allocated and resold GPU-seconds.
+
+    Resold GPU-seconds (sold to a buyer by a lessee) are part of the allocated ones.
+    """
 
     service: Decimal
     available: Decimal
     allocated: Decimal
+    resold: Decimal = Decimal(0)
 
 
 def gpu_seconds(
@@ -172,6 +186,8 @@ def gpu_seconds(
     with connection.cursor() as cursor:
         cursor.execute(GPU_SECONDS_SQL, params)
         return {
-            (node_id, bucket): GpuSeconds(Decimal(service), Decimal(available), Decimal(allocated))
-            for node_id, bucket, service, available, allocated in cursor.fetchall()
+            (node_id, bucket): GpuSeconds(
+                Decimal(service), Decimal(available), Decimal(allocated), Decimal(resold)
+            )
+            for node_id, bucket, service, available, allocated, resold in cursor.fetchall()
         }

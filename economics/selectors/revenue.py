@@ -1,4 +1,10 @@
-"""Revenue attribution: which node earned which part of each invoice and credit-note line."""
+"""Revenue attribution: which node earned which part of each invoice and credit-note line.
+
+A sublease's lines (a buyer of resold time pays the provider's contract at the listing's ask)
+are split by the listing's terms (`economics.resale`): each piece of them comes three times, as
+the provider's share, the seller's proceeds and the marketplace fee (`RevenuePiece.role`). Only
+the provider's pieces (its own contracts' lines and its share of buyers') are its asset revenue.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,21 @@ from typing import Any
 from django.db import connection
 
 from billing.models import CreditNoteLine, InvoiceLine, InvoiceStatus, LineKind
-from leasing.models import SlaSubscription
+from economics.resale import ResaleTerms, split_exact
+from leasing.models import ResaleListing, SlaSubscription
 
 ZERO = Decimal("0")
 
 # Issued invoices count as revenue; drafts are not final, void ones never happened, and an
 # uncollectible invoice brings no cash.
 COUNTED_STATUSES = (InvoiceStatus.FINALIZED, InvoiceStatus.SENT, InvoiceStatus.PAID)
-# Paying from a prepayment or returning a deposit moves cash the service already earned (or
-# never earned); they are not revenue of any month.
-NOT_REVENUE = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN)
+# Paying from a prepayment or from the prepaid balance (grants, top-ups, a reseller's proceeds)
+# or returning a deposit moves cash the service already earned (or never earned); they are not
+# revenue of any month. A seller's resale proceeds drawn on its next invoice would otherwise take
+# the buyer's money off the provider's revenue a second time.
+NOT_REVENUE = (LineKind.PREPAYMENT_DRAW, LineKind.DEPOSIT_RETURN, LineKind.BALANCE_DRAW)
+# The role of a piece of the provider's own contracts: all of it is the provider's revenue.
+OWN = "provider"
 
 
 @dataclass(slots=True)
@@ -31,6 +42,7 @@ class RevenuePiece:
     kind: str
     amount: Decimal
     document: str
+    role: str = OWN
 
 
 @dataclass(slots=True)
@@ -96,6 +108,17 @@ def _lease_weights() -> dict[int, dict[int, Decimal]]:
     return weights
 
 
+def resale_terms_by_contract() -> dict[int, ResaleTerms]:
+    """Each sublease contract's split (its sold listing's terms), by the contract's id."""
+    rows = ResaleListing.objects.filter(sublease__isnull=False).values_list(
+        "sublease__contract_id", "pk", "provider_share_pct", "marketplace_fee_pct"
+    )
+    return {
+        contract_id: ResaleTerms(listing_id, share, fee)
+        for contract_id, listing_id, share, fee in rows
+    }
+
+
 def _subscription_weights() -> dict[int, dict[int, Decimal]]:
     """Each token contract's serving nodes (its SLA offering's), weighted by GPU count."""
     weights: dict[int, dict[int, Decimal]] = defaultdict(dict)
@@ -117,13 +140,18 @@ def _spread(
     currency: str,
     kind: str,
     document: str,
+    terms: ResaleTerms | None = None,
 ) -> None:
     total = sum(weights.values(), ZERO)
     for month, month_share in month_shares(*window):
         for node_id, weight in weights.items():
-            attribution.pieces[node_id, month].append(
-                RevenuePiece(currency, kind, amount * month_share * weight / total, document)
-            )
+            piece = amount * month_share * weight / total
+            pieces = attribution.pieces[node_id, month]
+            if terms is None:
+                pieces.append(RevenuePiece(currency, kind, piece, document))
+                continue
+            for role, part in split_exact(piece, terms).as_roles().items():
+                pieces.append(RevenuePiece(currency, kind, part, document, role))
 
 
 def revenue_attribute() -> Attribution:
@@ -133,9 +161,11 @@ def revenue_attribute() -> Attribution:
     lease's invoice (SLA credit, exit fee, true-up, late usage) follows the invoice's card-hours,
     or the lease's allocations when the invoice has none; a token contract's lines go to the
     nodes of its SLA offering by GPU count. Months share a line by its service window.
-    Credit notes take their line's (or their invoice's) place with the opposite sign.
+    Credit notes take their line's (or their invoice's) place with the opposite sign. A
+    sublease's lines (and credits) are split by its listing's terms.
     """
     attribution = Attribution()
+    resale = resale_terms_by_contract()
     lease_weights = _lease_weights()
     subscription_weights = _subscription_weights()
     lines: list[dict[str, Any]] = [
@@ -188,7 +218,14 @@ def revenue_attribute() -> Attribution:
         if line["kind"] == LineKind.NODE_RENT:
             _place_rent(attribution, line, line["amount"])
             continue
-        _place(attribution, line, line["amount"], weights_of(line), window_of(line))
+        _place(
+            attribution,
+            line,
+            line["amount"],
+            weights_of(line),
+            window_of(line),
+            terms=resale.get(line["invoice__contract_id"]),
+        )
 
     credits = CreditNoteLine.objects.filter(
         credit_note__invoice__status__in=COUNTED_STATUSES
@@ -222,7 +259,14 @@ def revenue_attribute() -> Attribution:
             _place_rent(attribution, {**credited, **as_line, "id": None}, -credit["amount"])
             continue
         weights = weights_of(credited) if credited else weights_of(as_line)
-        _place(attribution, as_line, -credit["amount"], weights, window_of(as_line))
+        _place(
+            attribution,
+            as_line,
+            -credit["amount"],
+            weights,
+            window_of(as_line),
+            terms=resale.get(as_line["invoice__contract_id"]),
+        )
     return attribution
 
 
@@ -251,6 +295,8 @@ def _place(
     amount: Decimal,
     weights: dict[int, Decimal],
     window: tuple[datetime, datetime],
+    *,
+    terms: ResaleTerms | None = None,
 ) -> None:
     if not amount:
         return
@@ -273,4 +319,5 @@ def _place(
         currency=line["currency"],
         kind=line["kind"],
         document=line["invoice__number"] or "",
+        terms=terms,
     )

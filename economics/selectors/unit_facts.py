@@ -198,15 +198,31 @@ def scope_latency(scope: Scope, start: datetime, end: datetime) -> dict[datetime
 
 
 def scope_workload_hours(scope: Scope, start: datetime, end: datetime) -> dict[str, Decimal]:
-    """GPU-hours of lease allocations on the scope's nodes in the period, by workload tag."""
+    """GPU-hours of lease allocations on the scope's nodes in the period, by workload tag.
+
+    Resold time counts once, under the buyer's workload: a sold nested row adds its seconds to
+    its sublease's workload and takes them off its parent's (the seller's), inside which it lies.
+    """
     sql = """
-        SELECT l.workload,
-               sum(EXTRACT(EPOCH FROM upper(a.period * r) - lower(a.period * r)))
-        FROM leasing_allocation a
-        JOIN leasing_lease l ON l.id = a.lease_id
-        CROSS JOIN (SELECT tstzrange(%(start)s, %(end)s, '[)') AS r) bounds
-        WHERE a.node_id = ANY(%(nodes)s) AND a.released_at IS NULL AND a.period && r
-        GROUP BY l.workload
+        SELECT workload, sum(seconds)
+        FROM (
+            SELECT l.workload,
+                   EXTRACT(EPOCH FROM upper(a.period * r) - lower(a.period * r)) AS seconds
+            FROM leasing_allocation a
+            JOIN leasing_lease l ON l.id = a.lease_id
+            CROSS JOIN (SELECT tstzrange(%(start)s, %(end)s, '[)') AS r) bounds
+            WHERE a.node_id = ANY(%(nodes)s) AND a.released_at IS NULL AND a.period && r
+            UNION ALL
+            SELECT pl.workload,
+                   -EXTRACT(EPOCH FROM upper(a.period * r) - lower(a.period * r))
+            FROM leasing_allocation a
+            JOIN leasing_allocation p ON p.id = a.parent_id
+            JOIN leasing_lease pl ON pl.id = p.lease_id
+            CROSS JOIN (SELECT tstzrange(%(start)s, %(end)s, '[)') AS r) bounds
+            WHERE a.node_id = ANY(%(nodes)s) AND a.lease_id IS NOT NULL
+              AND a.released_at IS NULL AND a.period && r
+        ) parts
+        GROUP BY workload
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, {"start": start, "end": end, "nodes": list(scope.node_shares)})

@@ -23,14 +23,16 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.money import round_money
 from economics import payback
 from economics.fx import Conversion, FxTable
 from economics.models import AssetMonth, AssetPayback
+from economics.resale import MARKETPLACE_FEE, PROVIDER_SHARE, RESALE_ROLES, ResaleSplit
 from economics.selectors.dirty import dirty_months_take, revenue_fingerprints, service_months
 from economics.selectors.earlier_months import EarlierMonths, earlier_months
 from economics.selectors.fingerprints import stored_fingerprints
 from economics.selectors.gpu_hours import HOUR, HOURS, GpuSeconds, gpu_seconds
-from economics.selectors.revenue import RevenuePiece, next_month, revenue_attribute
+from economics.selectors.revenue import OWN, RevenuePiece, next_month, revenue_attribute
 from economics.services.asset_rows import asset_rows_write
 from inventory.models import Node
 
@@ -69,6 +71,48 @@ class _Converter:
         return conversion.converted
 
 
+@dataclass(frozen=True, slots=True)
+class Resale:
+    """A month's resold GPU-hours and what their buyers paid, split, in the asset's currency."""
+
+    gpu_hours: Decimal
+    split: ResaleSplit
+
+
+def _resale_of(
+    pieces: Sequence[RevenuePiece], convert: _Converter, currency: str
+) -> tuple[ResaleSplit, dict[str, Any]]:
+    """The buyers' payments placed on a month, converted and rounded per part (the fee and the
+    provider's share each once; the seller's part is the rest), and their explanation."""
+    parts: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    documents: set[str] = set()
+    for piece in pieces:
+        if piece.role in RESALE_ROLES:
+            parts[piece.role][piece.currency] += piece.amount
+            documents.add(piece.document)
+    if not documents:
+        return ResaleSplit(ZERO, ZERO, ZERO), {}
+    converted = {
+        role: sum((convert(amount, cur, role) for cur, amount in by_cur.items()), ZERO)
+        for role, by_cur in parts.items()
+    }
+    gross = round_money(sum(converted.values(), ZERO), currency)
+    provider = round_money(converted.get(PROVIDER_SHARE, ZERO), currency)
+    fee = round_money(converted.get(MARKETPLACE_FEE, ZERO), currency)
+    detail = {
+        "resale": {
+            "documents": sorted(documents),
+            "by_currency": {
+                cur: {
+                    role.removeprefix("resale_"): f"{parts[role][cur]:.2f}" for role in RESALE_ROLES
+                }
+                for cur in sorted({cur for by_cur in parts.values() for cur in by_cur})
+            },
+        }
+    }
+    return ResaleSplit(provider, gross - provider - fee, fee), detail
+
+
 def node_months(
     node: Node,
     buckets: dict[date, GpuSeconds],
@@ -95,13 +139,17 @@ def node_months(
     )
     facts: list[payback.MonthFacts] = []
     details: list[tuple[dict[str, Any], list[str]]] = []
+    resales: list[Resale] = []
     for month, seconds in sorted(buckets.items()):
         convert = _Converter(fx, asset.currency, month)
         pieces = revenue.get(month, [])
         by_kind: dict[str, Decimal] = defaultdict(Decimal)
         by_currency: dict[str, Decimal] = defaultdict(Decimal)
         documents: set[str] = set()
+        # The provider's revenue: its own contracts' pieces and its share of buyers' payments.
         for piece in pieces:
+            if piece.role not in (OWN, PROVIDER_SHARE):
+                continue
             by_kind[piece.kind] += piece.amount
             by_currency[piece.currency] += piece.amount
             documents.add(piece.document)
@@ -109,6 +157,8 @@ def node_months(
             (convert(amount, currency, "revenue") for currency, amount in by_currency.items()),
             ZERO,
         )
+        resale, resale_detail = _resale_of(pieces, convert, asset.currency)
+        resales.append(Resale(gpu_hours=(seconds.resold / HOUR).quantize(HOURS), split=resale))
         power_price = convert(site.power_price_per_kwh, site.power_currency, "power_price")
         opex = convert(site.opex_per_node_month, site.opex_currency, "opex")
         facts.append(
@@ -133,6 +183,7 @@ def node_months(
             "documents": sorted(documents),
             "by_kind": {kind: f"{amount:.2f}" for kind, amount in sorted(by_kind.items())},
             "by_currency": {cur: f"{amount:.2f}" for cur, amount in sorted(by_currency.items())},
+            **resale_detail,
             "conversions": [
                 {"what": what, **conversion.as_json()} for what, conversion in convert.conversions
             ],
@@ -161,13 +212,18 @@ def node_months(
             net_cash_flow=month.net_cash_flow,
             cumulative_net_cash_flow=month.cumulative_net_cash_flow,
             book_value=month.book_value,
+            resold_gpu_hours=resale.gpu_hours,
+            resale_revenue=resale.split.total,
+            resale_provider_share=resale.split.provider_share,
+            reseller_proceeds=resale.split.seller_proceeds,
+            marketplace_fee=resale.split.marketplace_fee,
             revenue_detail=detail,
             warnings=warnings,
             inputs_fingerprint=fingerprints.get(month.month, ""),
             computed_at=computed_at,
         )
-        for index, (fact, month, (detail, warnings)) in enumerate(
-            zip(facts, figures, details, strict=True), 1
+        for index, (fact, month, (detail, warnings), resale) in enumerate(
+            zip(facts, figures, details, resales, strict=True), 1
         )
     ]
     summary = payback.payback_summary(

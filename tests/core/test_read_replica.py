@@ -34,6 +34,7 @@ REPLICA_ENDPOINTS = {
     "/api/v1/credit-notes",
     "/api/v1/invoices",
     "/api/v1/ledger-entries",
+    "/api/v1/resale-economics",
     "/api/v1/unit-economics",
     "/api/v1/usage/rollups",
 }

@@ -134,7 +134,7 @@ _DROP_TRIGGERS_SQL = "".join(
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("economics", "0004_month_inputs_fingerprint"),
+        ("economics", "0005_asset_month_resale"),
         ("inventory", "0007_marketplace_index"),
         ("leasing", "0019_resale_expired"),
     ]
