@@ -17,8 +17,10 @@ kept between runs of the same size.
 
 Then it times `asset_economics_refresh` (the nightly job) four times, each a real run:
 - first run on empty economics tables (every month computed and written with COPY);
-- second run at the same `now` (nothing changed: fingerprints compared, 0 rows written);
-- next night, `now` + 1 day (each node's running month changed: recomputed and written);
+- second run at the same `now` (nothing changed: no dirty marks, revenue/FX digests equal;
+  each node's last month recomputed, 0 rows written);
+- next night, `now` + 1 day (each node's running month changed: recomputed and written; the
+  earlier months read back summed, see `economics/selectors/earlier_months.py`);
 - a full recompute at that `now` (the operators' option), which must write 0 rows: it checks
   that the incremental runs left the same rows a recompute of everything gives;
 and one bare SQL aggregate over the same rows: allocated seconds per node-month (allocations x

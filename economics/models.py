@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Now
 
 from accounts.models import Organization
 from core.fields import currency_field, currency_is_iso
@@ -303,3 +304,24 @@ class AssetEconomics(Node):
         verbose_name = "asset economics"
         verbose_name_plural = "asset economics (fleet)"
         permissions = [("recompute_asseteconomics", "Can recompute asset economics now")]
+
+
+class DirtyMonth(models.Model):
+    """A node whose months from `month` on have changed inputs since the nightly job last ran.
+
+    Written only by the statement-level triggers of migration economics 0006 (allocations,
+    outages, the node's and its site's cost columns, the node's retirement); the job takes the
+    earliest row of each node and deletes what it took, in its own transaction. No foreign key:
+    a row of a deleted node is simply never taken.
+    """
+
+    node_id = models.BigIntegerField()
+    month = models.DateField(help_text="First day of the first month whose inputs changed.")
+    marked_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "economics_dirtymonth"
+        indexes = [models.Index(fields=["node_id", "month"], name="dirty_month_node_idx")]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} from {self.month:%Y-%m}"

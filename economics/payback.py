@@ -209,8 +209,26 @@ class Payback:
     book_value: Decimal
 
 
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """Months before the ones handed to `payback_summary`, as much of them as it reads: how
+    many, their sums, the payback month among them (1-based month of life) and their last
+    months, whole ones and any (up to TRAILING_MONTHS of each), in order."""
+
+    months: int = 0
+    allocated_gpu_hours: Decimal = ZERO
+    revenue: Decimal = ZERO
+    paid_back: tuple[int, MonthFigures] | None = None
+    last_whole: Sequence[tuple[MonthFacts, MonthFigures]] = ()
+    last: Sequence[tuple[MonthFacts, MonthFigures]] = ()
+
+
 def payback_summary(
-    asset: Asset, facts: Sequence[MonthFacts], figures: Sequence[MonthFigures]
+    asset: Asset,
+    facts: Sequence[MonthFacts],
+    figures: Sequence[MonthFigures],
+    *,
+    earlier: Earlier | None = None,
 ) -> Payback:
     """Actual payback month, or the projection from the trailing whole months; ROI, unit rates.
 
@@ -219,24 +237,44 @@ def payback_summary(
     what a GPU-hour must earn to cover the trailing months' total cost (depreciation included)
     at their utilization.
     """
+    earlier = earlier or Earlier()
     capex = asset.capex
-    paid_back = next(
-        (i for i, month in enumerate(figures, 1) if month.cumulative_net_cash_flow >= capex), None
-    )
-    cumulative = figures[-1].cumulative_net_cash_flow if figures else ZERO
+    paid_back_month = earlier.paid_back
+    if paid_back_month is None:
+        paid_back_month = next(
+            (
+                (earlier.months + i, month)
+                for i, month in enumerate(figures, 1)
+                if month.cumulative_net_cash_flow >= capex
+            ),
+            None,
+        )
+    paid_back = paid_back_month[0] if paid_back_month else None
+    last = figures[-1] if figures else (earlier.last[-1][1] if earlier.last else None)
+    cumulative = last.cumulative_net_cash_flow if last else ZERO
+    months_of_life = earlier.months + len(figures)
     # The trailing average is taken over whole months in service: a running month (or the
     # acquisition month) would drag it down only because it is short.
-    months = list(zip(facts, figures, strict=True))
-    whole = [(f, m) for f, m in months if f.in_service_hours == f.hours_in_month]
+    months = [*earlier.last, *zip(facts, figures, strict=True)]
+    whole = [
+        *earlier.last_whole,
+        *(
+            (f, m)
+            for f, m in zip(facts, figures, strict=True)
+            if f.in_service_hours == f.hours_in_month
+        ),
+    ]
     trailing = (whole or months)[-TRAILING_MONTHS:]
-    if paid_back is not None:
+    if paid_back_month is not None:
         # Interpolate inside the payback month: 27 full months and 0.51 of the 28th.
-        month = figures[paid_back - 1]
+        month = paid_back_month[1]
         before = month.cumulative_net_cash_flow - month.net_cash_flow
         projected = Ratio(
-            (Decimal(paid_back - 1) + (capex - before) / month.net_cash_flow).quantize(MONTHS)
+            (Decimal(paid_back_month[0] - 1) + (capex - before) / month.net_cash_flow).quantize(
+                MONTHS
+            )
             if month.net_cash_flow > 0
-            else Decimal(paid_back)
+            else Decimal(paid_back_month[0])
         )
     elif not trailing:
         projected = Ratio(None, "no_months_yet")
@@ -246,19 +284,19 @@ def payback_summary(
             projected = Ratio(None, "trailing_net_cash_flow_not_positive")
         else:
             projected = Ratio(
-                (Decimal(len(figures)) + (capex - cumulative) / average).quantize(MONTHS)
+                (Decimal(months_of_life) + (capex - cumulative) / average).quantize(MONTHS)
             )
-    allocated = sum((f.allocated_gpu_hours for f in facts), ZERO)
-    revenue = sum((f.revenue for f in figures), ZERO)
+    allocated = earlier.allocated_gpu_hours + sum((f.allocated_gpu_hours for f in facts), ZERO)
+    revenue = earlier.revenue + sum((f.revenue for f in figures), ZERO)
     trailing_allocated = sum((f.allocated_gpu_hours for f, _ in trailing), ZERO)
     trailing_available = sum((f.available_gpu_hours for f, _ in trailing), ZERO)
     trailing_cost = sum((m.total_cost for _, m in trailing), ZERO)
     return Payback(
-        months_of_life=len(figures),
+        months_of_life=months_of_life,
         capex=capex,
         cumulative_net_cash_flow=cumulative,
         paid_back_in_month=paid_back,
-        paid_back_on=figures[paid_back - 1].month if paid_back else None,
+        paid_back_on=paid_back_month[1].month if paid_back_month else None,
         projected_months=projected,
         roi_to_date=ratio(cumulative - capex, capex, reason="no_capex", places=FRACTION),
         revenue_per_gpu_hour=ratio(
@@ -270,7 +308,7 @@ def payback_summary(
         trailing_utilization=ratio(
             trailing_allocated, trailing_available, reason="no_available_gpu_hours", places=FRACTION
         ),
-        book_value=figures[-1].book_value if figures else capex,
+        book_value=last.book_value if last else capex,
     )
 
 

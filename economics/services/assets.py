@@ -1,12 +1,13 @@
 """Asset months and payback: every node's months in its capex currency, and its standing.
 
-Idempotent and incremental: each month carries a fingerprint of its inputs (allocations,
-outages, the revenue placed on it from issued invoices and credit notes, FX rates, the node's
-and site's costs, its span of service). A run recomputes a node from its first month whose
-fingerprint changed (later months follow: cumulative figures carry over), continues from the
-stored months before it, and writes only rows whose values changed; so late usage, a credit
-note or a corrected FX rate still shows up the next night without any bookkeeping. `full=True`
-recomputes every month (operators' "recompute now").
+Idempotent and incremental: triggers mark the first month of a node whose SQL inputs changed
+(allocations, outages, the node's and site's costs, its retirement: the dirty set, see
+`selectors/dirty.py`), and each month carries a digest of the revenue placed on it and the FX
+rates it converts with and of its span of service. A run recomputes a node from the earliest
+month either names (later months follow: cumulative figures carry over), continues
+from the stored months before it, and writes only rows whose values changed; so late usage, a
+credit note or a corrected FX rate still shows up the next night without scanning every input.
+`full=True` recomputes every month (operators' "recompute now").
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from economics import payback
 from economics.fx import Conversion, FxTable
 from economics.models import AssetMonth, AssetPayback
 from economics.resale import MARKETPLACE_FEE, PROVIDER_SHARE, RESALE_ROLES, ResaleSplit
-from economics.selectors.fingerprints import month_fingerprints, stored_fingerprints
+from economics.selectors.dirty import dirty_months_take, revenue_fingerprints, service_months
+from economics.selectors.earlier_months import EarlierMonths, earlier_months
+from economics.selectors.fingerprints import stored_fingerprints
 from economics.selectors.gpu_hours import HOUR, HOURS, GpuSeconds, gpu_seconds
 from economics.selectors.revenue import OWN, RevenuePiece, next_month, revenue_attribute
-from economics.services.asset_rows import StoredMonth, asset_rows_write, stored_months
+from economics.services.asset_rows import asset_rows_write
 from inventory.models import Node
 
 ZERO = Decimal("0")
@@ -117,12 +120,13 @@ def node_months(
     fx: FxTable,
     computed_at: datetime,
     *,
-    prior: Sequence[StoredMonth] = (),
+    earlier: EarlierMonths | None = None,
     fingerprints: dict[date, str] | None = None,
 ) -> NodeMonths:
     """One node's months in its capex currency, its payback, with conversions and warnings.
 
-    `buckets` may start after the node's first month: `prior` are the months before, as stored.
+    `buckets` may start after the node's first month: `earlier` sums up the months before, as
+    stored.
     """
     site = node.site
     asset = payback.Asset(
@@ -185,17 +189,14 @@ def node_months(
             ],
         }
         details.append((detail, warnings))
-    before_facts = [facts for facts, _ in prior]
-    before_figures = [figures for _, figures in prior]
-    figures = payback.asset_months(
-        asset, facts, start=payback.progress_after(before_facts, before_figures)
-    )
+    figures = payback.asset_months(asset, facts, start=earlier.progress if earlier else None)
+    months_before = earlier.earlier.months if earlier else 0
     fingerprints = fingerprints or {}
     months = [
         AssetMonth(
             node_id=node.pk,
             month=month.month,
-            month_of_life=len(prior) + index,
+            month_of_life=months_before + index,
             currency=asset.currency,
             capex=asset.capex,
             hours_in_month=fact.hours_in_month,
@@ -225,7 +226,9 @@ def node_months(
             zip(facts, figures, details, resales, strict=True), 1
         )
     ]
-    summary = payback.payback_summary(asset, [*before_facts, *facts], [*before_figures, *figures])
+    summary = payback.payback_summary(
+        asset, facts, figures, earlier=earlier.earlier if earlier else None
+    )
     return NodeMonths(
         months=months,
         payback=AssetPayback(
@@ -260,12 +263,16 @@ class Plan:
 
 
 def _plan(
-    node_ids: Sequence[int], fingerprints: dict[tuple[int, date], str], *, full: bool
+    node_ids: Sequence[int],
+    months: dict[int, list[date]],
+    fingerprints: dict[tuple[int, date], str],
+    *,
+    every_node: bool,
+    full: bool,
 ) -> Plan:
-    """Compare the computed fingerprints with the stored ones, node by node."""
-    months: dict[int, list[date]] = defaultdict(list)
-    for node_id, month in sorted(fingerprints):
-        months[node_id].append(month)
+    """Each node from its earliest month that the dirty set or a changed digest (span of
+    service, revenue, FX) names; a node nothing names is left as it is."""
+    dirty = dirty_months_take(node_ids=None if every_node else node_ids)
     stored = stored_fingerprints(node_ids=node_ids)
     with_payback = set(
         AssetPayback.objects.filter(node_id__in=node_ids).values_list("node_id", flat=True)
@@ -276,9 +283,23 @@ def _plan(
         computed, kept = months.get(node_id, []), stored.get(node_id, {})
         gone = sorted(set(kept) - set(computed))
         stale.extend((node_id, month) for month in gone)
-        changed = [m for m in computed if full or kept.get(m) != fingerprints[node_id, m]]
-        if changed or gone or full or node_id not in with_payback:
-            start[node_id] = changed[0] if changed else None
+        if not computed:
+            if gone or full or node_id not in with_payback:
+                start[node_id] = None
+            continue
+        firsts = []
+        if full or node_id not in with_payback:
+            firsts.append(computed[0])
+        if node_id in dirty:
+            firsts.append(max(dirty[node_id], computed[0]))
+        changed = next((m for m in computed if kept.get(m) != fingerprints[node_id, m]), None)
+        if changed is not None:
+            firsts.append(changed)
+        if gone:
+            # Months dropped (e.g. `now` earlier than the last run's): the payback is redone.
+            firsts.append(computed[-1])
+        if firsts:
+            start[node_id] = min(firsts)
     return Plan(months=months, start=start, stale=stale)
 
 
@@ -312,7 +333,10 @@ def asset_economics_refresh(
     node_list = list(nodes)
     ids = [node.pk for node in node_list]
     attribution = revenue_attribute()
-    fingerprints = month_fingerprints(node_ids=ids, now=now, revenue=attribution.pieces)
+    months, spans = service_months(node_ids=ids, now=now)
+    fingerprints = revenue_fingerprints(
+        nodes=node_list, months=months, spans=spans, revenue=attribution.pieces
+    )
     in_run = set(ids)
     for (node_id, month), pieces in attribution.pieces.items():
         if node_id in in_run and (node_id, month) not in fingerprints:
@@ -329,25 +353,32 @@ def asset_economics_refresh(
                 for piece in pieces
             )
     with transaction.atomic():
-        plan = _plan(ids, fingerprints, full=full)
+        plan = _plan(ids, months, fingerprints, every_node=node_ids is None, full=full)
         buckets = _buckets(plan, now)
-        prior = stored_months(before=plan.start)
+        first = {node_id: months[node_id][0] for node_id, start in plan.start.items() if start}
+        prior = earlier_months(
+            since=first, before={node_id: start for node_id, start in plan.start.items() if start}
+        )
         fx = FxTable.load()
         results = []
         for node in node_list:
             if node.pk not in plan.start:
                 continue
-            computed = set(plan.months.get(node.pk, []))
-            kept = [(f, m) for f, m in prior.get(node.pk, []) if f.month in computed]
             revenue = {
                 month: attribution.pieces[node.pk, month]
                 for month in buckets.get(node.pk, {})
                 if (node.pk, month) in attribution.pieces
             }
-            own = {m: fingerprints[node.pk, m] for m in computed}
+            own = {m: fingerprints[node.pk, m] for m in months.get(node.pk, [])}
             results.append(
                 node_months(
-                    node, buckets.get(node.pk, {}), revenue, fx, now, prior=kept, fingerprints=own
+                    node,
+                    buckets.get(node.pk, {}),
+                    revenue,
+                    fx,
+                    now,
+                    earlier=prior.get(node.pk),
+                    fingerprints=own,
                 )
             )
         written = asset_rows_write(

@@ -21,13 +21,14 @@ from django.db import connection
 from billing.models import Invoice
 from billing.services.documents import credit_note_issue
 from economics.fx import FxTable
-from economics.models import AssetMonth, AssetPayback, EconomicsRun, FxRate
+from economics.models import AssetMonth, AssetPayback, DirtyMonth, EconomicsRun, FxRate
 from economics.selectors.gpu_hours import gpu_seconds
 from economics.selectors.revenue import revenue_attribute
 from economics.services.assets import asset_economics_refresh, node_months
 from economics.tasks import refresh
 from inventory.models import Node
 from inventory.services.nodes import node_update
+from inventory.services.sites import site_update
 from leasing.services.leases import lease_create, request_build
 from tests.contracts.factories import ACCEPTANCE_TOKENS, SLA_LADDER
 from tests.economics.factories import at, bill_until, lease_node, offer_on
@@ -81,6 +82,16 @@ def stamps() -> dict[tuple[int, date], str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT node_id, month, xmin::text FROM billing_assetmonth")
         return {(node_id, month): version for node_id, month, version in cursor.fetchall()}
+
+
+def marked() -> set[tuple[int, date]]:
+    """The dirty set as the triggers left it: (node, first changed month)."""
+    return set(DirtyMonth.objects.values_list("node_id", "month"))
+
+
+def changed_since(before: dict[tuple[int, date], str]) -> list[tuple[int, date]]:
+    after = stamps()
+    return sorted(key for key in after if after[key] != before.get(key))
 
 
 def rent_lease(provider: Any, customer: Any, node: Node) -> None:
@@ -167,6 +178,7 @@ def test_a_change_to_one_past_month_recomputes_just_that_month(fleet: dict[str, 
     # change; the server draws the same power idle or busy, and February is billed already.
     whole = fleet["whole"]
     outage(whole, at(2, 20), at(2, 21), gpu=whole.gpus.order_by("pk").last())
+    assert marked() == {(whole.pk, date(2027, 2, 1))}
 
     run = nightly(at(4, 1, 3))
 
@@ -215,9 +227,103 @@ def test_a_node_retired_early_loses_its_later_months(fleet: dict[str, Node]) -> 
     with time_machine.travel(datetime(2027, 2, 20, tzinfo=UTC), tick=False):
         node_update(node=idle, changes={"status": "retired"})
 
+    assert marked() == {(idle.pk, date(2027, 2, 1))}
+
     nightly(at(4, 1, 3))
 
     assert list(
         AssetMonth.objects.filter(node=idle).order_by("month").values_list("month", flat=True)
     ) == [date(2027, 1, 1), date(2027, 2, 1)]
     assert stored() == from_scratch(at(4, 1, 3))
+
+
+def test_a_run_takes_the_marks_it_recomputed(fleet: dict[str, Node]) -> None:
+    assert marked()  # the fleet's leases and outages were recorded after no run at all
+
+    nightly(at(4, 1, 3))
+
+    assert marked() == set()
+
+
+def test_a_new_lease_marks_its_node_from_its_first_month_and_only_that_month_moves(
+    fleet: dict[str, Node], customer: Any
+) -> None:
+    nightly(at(4, 1, 3))
+    before = stamps()
+    idle = fleet["idle"]
+
+    lease_node(offer_on(idle), customer, start=at(3, 5), end=at(3, 25))
+
+    assert marked() == {(idle.pk, date(2027, 3, 1))}
+    run = nightly(at(4, 1, 3))
+    # Its power draw is the same idle or busy and March is not billed yet: only the hours move.
+    assert changed_since(before) == [(idle.pk, date(2027, 3, 1))]
+    assert run.months == 1
+    assert stored() == from_scratch(at(4, 1, 3))
+
+
+def test_a_node_cost_change_marks_the_node_from_its_acquisition(fleet: dict[str, Node]) -> None:
+    nightly(at(4, 1, 3))
+    before = stamps()
+    half = fleet["half"]
+
+    node_update(node=half, changes={"capex": Decimal("320000.00")})
+
+    assert marked() == {(half.pk, date(2027, 1, 1))}
+    nightly(at(4, 1, 3))
+    assert changed_since(before) == [(half.pk, date(2027, month, 1)) for month in (1, 2, 3, 4)]
+    assert stored() == from_scratch(at(4, 1, 3))
+
+
+def test_a_site_power_price_change_marks_the_sites_nodes(fleet: dict[str, Node]) -> None:
+    nightly(at(4, 1, 3))
+    whole = fleet["whole"]
+
+    site_update(site=whole.site, changes={"power_price_per_kwh": Decimal("0.09")})
+
+    assert marked() == {(whole.pk, date(2027, 1, 1))}
+    nightly(at(4, 1, 3))
+    assert stored() == from_scratch(at(4, 1, 3))
+
+
+def test_changes_the_job_does_not_read_mark_nothing(fleet: dict[str, Node]) -> None:
+    nightly(at(4, 1, 3))
+    whole = fleet["whole"]
+
+    node_update(node=whole, changes={"hostname": "renamed-for-the-audit"})
+    site_update(site=whole.site, changes={"city": "Elsewhere"})
+    whole.outages.update(note="cable cut, confirmed by the site")
+
+    assert marked() == set()
+
+
+def test_a_credit_note_after_the_run_recomputes_its_nodes_months(fleet: dict[str, Node]) -> None:
+    nightly(at(4, 1, 3))
+    before = stamps()
+    half = fleet["half"]
+    invoice = Invoice.objects.filter(contract__lease__offer__nodes=half).order_by("pk").first()
+    assert invoice is not None
+
+    credit_note_issue(invoice=invoice, reason="goodwill", actor="operator", amount=Decimal("50"))
+
+    assert marked() == set()  # revenue is digested per month, not marked
+    nightly(at(4, 1, 3))
+    changed = changed_since(before)
+    assert changed and {node for node, _ in changed} == {half.pk}
+    assert stored() == from_scratch(at(4, 1, 3))
+
+
+def test_a_payback_reached_in_an_earlier_month_stands_when_only_the_running_month_is_recomputed(
+    fleet: dict[str, Node],
+) -> None:
+    rented = fleet["rented"]
+    node_update(node=rented, changes={"capex": Decimal("40000.00")})
+    nightly(at(4, 1, 3))
+    before = stamps()
+
+    nightly(at(4, 2, 3))
+
+    paid_back = AssetPayback.objects.get(node=rented).paid_back_in_month
+    assert paid_back is not None and paid_back < 4  # read back from the stored months
+    assert changed_since(before) == sorted((node.pk, date(2027, 4, 1)) for node in fleet.values())
+    assert stored() == from_scratch(at(4, 2, 3))

@@ -7,6 +7,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from economics.payback import (
     Asset,
+    Earlier,
     MonthFacts,
     Ratio,
     asset_months,
@@ -224,3 +225,27 @@ def test_no_successful_requests_gives_null_costs_with_reasons() -> None:
     assert costs.cost_per_million_successful_tokens == Ratio(None, "no_successful_tokens")
     assert costs.failed_request_share == Ratio(None, "no_requests")
     assert costs.cost_of_failed_requests is None
+
+
+def test_a_summary_continued_from_earlier_months_equals_the_summary_of_the_whole_series() -> None:
+    facts = [leased_month(1, hours=Decimal(365)), *(leased_month(i) for i in range(2, 31))]
+    figures = asset_months(SERVER, facts)
+    whole = payback_summary(SERVER, facts, figures)
+
+    for split in range(31):
+        before = list(zip(facts[:split], figures[:split], strict=True))
+        full_months = [(f, m) for f, m in before if f.in_service_hours == f.hours_in_month]
+        paid_back = next(
+            (i for i, (_, m) in enumerate(before, 1) if m.cumulative_net_cash_flow >= SERVER.capex),
+            None,
+        )
+        earlier = Earlier(
+            months=split,
+            allocated_gpu_hours=sum((f.allocated_gpu_hours for f, _ in before), Decimal(0)),
+            revenue=sum((m.revenue for _, m in before), Decimal(0)),
+            paid_back=(paid_back, figures[paid_back - 1]) if paid_back else None,
+            last_whole=full_months[-3:],
+            last=before[-3:],
+        )
+
+        assert payback_summary(SERVER, facts[split:], figures[split:], earlier=earlier) == whole
