@@ -24,9 +24,7 @@ from django.db import connection
 
 # The rate look-up and the revenue digest are the fingerprints' own, so both digests agree on
 # what counts.
-from economics.selectors.fingerprints import FORMULA_VERSION
-from economics.selectors.fingerprints import _Rates as Rates
-from economics.selectors.fingerprints import _revenue_digest as revenue_digest
+from economics.selectors.fingerprints import FORMULA_VERSION, Rates, revenue_digest
 from economics.selectors.gpu_hours import NODE_RETIREMENT_JOIN_SQL, NODE_SERVICE_SQL
 from economics.selectors.revenue import RevenuePiece, next_month
 from inventory.models import Node

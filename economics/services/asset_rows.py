@@ -1,4 +1,4 @@
-"""Reading and writing asset-month and payback rows in bulk, for the nightly job.
+"""Writing asset-month and payback rows in bulk, for the nightly job.
 
 Writes go through COPY into a staging table and one INSERT ... ON CONFLICT DO UPDATE per table
 that touches only rows whose values changed (`computed_at` aside), so a rerun over unchanged
@@ -7,7 +7,6 @@ inputs writes nothing and `computed_at` says when a month's figures last changed
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import date
 from typing import Any
@@ -16,64 +15,7 @@ from django.db import connection
 from django.db.models import Model
 from psycopg.types.json import Jsonb
 
-from economics import payback
 from economics.models import AssetMonth, AssetPayback
-from economics.payback import MonthFacts, MonthFigures, Ratio
-
-ZERO = payback.ZERO
-
-# What `payback_summary` and `progress_after` read of the months already figured.
-STORED_MONTHS_SQL = """
-SELECT m.node_id, m.month, m.hours_in_month, m.in_service_hours, m.available_gpu_hours,
-       m.allocated_gpu_hours, m.utilization, m.energy_kwh, m.energy_cost, m.opex,
-       m.depreciation, m.revenue, m.net_cash_flow, m.cumulative_net_cash_flow, m.book_value,
-       m.capex
-FROM billing_assetmonth m
-JOIN unnest(%(node_ids)s::bigint[], %(before)s::date[]) AS d(node_id, before)
-  ON d.node_id = m.node_id AND (d.before IS NULL OR m.month < d.before)
-ORDER BY m.node_id, m.month
-"""
-
-StoredMonth = tuple[MonthFacts, MonthFigures]
-
-
-def stored_months(*, before: dict[int, date | None]) -> dict[int, list[StoredMonth]]:
-    """Each node's stored months before a month (all of them for None), as facts and figures."""
-    months: dict[int, list[StoredMonth]] = defaultdict(list)
-    if not before:
-        return months
-    params: dict[str, Any] = {"node_ids": list(before), "before": list(before.values())}
-    with connection.cursor() as cursor:
-        cursor.execute(STORED_MONTHS_SQL, params)
-        for row in cursor.fetchall():
-            (node_id, month, hours, service, available, allocated, utilization, kwh) = row[:8]
-            (energy, opex, depreciation, revenue, net, cumulative, book, capex) = row[8:]
-            facts = MonthFacts(
-                month=month,
-                hours_in_month=hours,
-                in_service_hours=service,
-                available_gpu_hours=available,
-                allocated_gpu_hours=allocated,
-                pue=ZERO,
-                power_price_per_kwh=ZERO,
-                opex_per_month=ZERO,
-                revenue=revenue,
-            )
-            figures = MonthFigures(
-                month=month,
-                utilization=Ratio(utilization),
-                energy_kwh=kwh,
-                energy_cost=energy,
-                opex=opex,
-                depreciation=depreciation,
-                revenue=revenue,
-                net_cash_flow=net,
-                cumulative_net_cash_flow=cumulative,
-                accumulated_depreciation=capex - book,
-                book_value=book,
-            )
-            months[node_id].append((facts, figures))
-    return months
 
 
 def _copy_upsert(cursor: Any, model: type[Model], rows: Iterable[Model], key: Sequence[str]) -> int:
