@@ -215,8 +215,9 @@ def ended_draft(provider, customer) -> Invoice:
 @needs_rating
 @time_machine.travel(datetime(2026, 2, 3, tzinfo=UTC), tick=False)
 def test_finalize_numbers_a_draft_past_its_grace_and_queues_its_delivery(
-    operator_client, provider, customer, django_capture_on_commit_callbacks
+    operator_client, provider, customer, django_capture_on_commit_callbacks, settings
 ):
+    settings.OUTBOX_KICK_ON_COMMIT = True  # as in production (tests turn the kick off)
     draft = ended_draft(provider, customer)
     assert draft.status == InvoiceStatus.DRAFT
 
