@@ -2,14 +2,14 @@
 
 Capacity search reads one row per node (the span containing the window's start) instead of every
 allocation that meets the window. Rows are written only by the database: the triggers of leasing
-migration 0018 rebuild a node's spans in the statement that changes one of its allocations,
-outages or GPUs (docs/architecture.md, "The free-capacity timeline").
+migrations 0018 and 0020 rebuild a node's spans, from the earliest instant the change can
+affect, in the statement that changes one of its allocations, outages or GPUs
+(docs/architecture.md, "The free-capacity timeline").
 """
 
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
-from django.contrib.postgres.indexes import SpGistIndex
 from django.db import models
 
 from inventory.models import Node
@@ -35,15 +35,11 @@ class NodeFreeSpan(models.Model):
     free_until_strict = ArrayField(models.DateTimeField())
 
     class Meta:
-        indexes = [
-            # Broad searches: the span of every node containing one moment, without heap visits.
-            SpGistIndex(
-                fields=["during"],
-                include=["node", "free_until", "free_until_strict"],
-                name="node_free_span_during",
-            ),
-        ]
-        # Narrow searches probe (node, end of the span): an expression index of migration 0018.
+        # Indexes are expressions, so migrations hold them (leasing 0018 and 0020): searches read
+        # the spans holding one moment by length class and start (see
+        # leasing.selectors.free.SPANS_FREE_CTE_SQL); narrow searches and the triggers' rebuilds
+        # probe (node, end of the span).
+        indexes: list[models.Index] = []
 
     def __str__(self) -> str:
         return f"node {self.node_id} {self.during}: {len(self.free_until)} free"

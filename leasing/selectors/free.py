@@ -80,21 +80,52 @@ WHERE p.node_status = %(active)s
 # begins, sorted, so the GPUs free for the whole window are those free until `end` or later:
 # cardinality minus width_bucket (a binary search: entries <= end - 1 microsecond). `{column}` is
 # free_until or free_until_strict (see span_column). Two plans: set-based reads the span of every
-# node containing `start` from the SP-GiST index once (MATERIALIZED: the planner, which
-# underestimates the pool, would otherwise probe node by node) and joins it by hash; per node
-# takes each pool node's first span ending after `start` from the (node, end) index and keeps it
-# when it has begun by `start` (no such span: nothing free then).
+# node containing `start` once (MATERIALIZED: the planner, which underestimates the pool, would
+# otherwise probe node by node) and joins it by hash; per node takes each pool node's first span
+# ending after `start` from the (node, end) index and keeps it when it has begun by `start` (no
+# such span: nothing free then).
 SPANS_FREE_PER_NODE_SQL = """
 SELECT p.offer_id, p.node_id, f.free
 FROM pool p
 JOIN span_free f ON f.node_id = p.node_id
 WHERE p.node_status = %(active)s AND f.free > 0"""
 
+# The spans containing `start`, read by length class from one btree (leasing 0020): a finite span
+# of class k (0..16) is shorter than 2^k hours, so it starts in (start - 2^k h, start]: one range
+# scan per class, each reading few spans that do not contain `start` (fewer than one per span
+# found); class 17 (longer finite spans) has no lower limit; spans open at the start (class -1)
+# are keyed by their end, spans open at the end (class 99) by their start.
 SPANS_FREE_CTE_SQL = """
 SELECT sp.node_id,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column}) AS free
-FROM leasing_nodefreespan sp WHERE sp.during @> %(start)s::timestamptz"""
+FROM (
+  SELECT k AS class,
+         CASE WHEN k < 17 THEN %(start)s::timestamptz - interval '1 hour' * 2 ^ k
+              ELSE '-infinity' END AS after
+  FROM generate_series(0, 17) AS k
+) c
+CROSS JOIN LATERAL (
+  SELECT sp.node_id, sp.{column} FROM leasing_nodefreespan sp
+  WHERE leasing_free_span_class(sp.during) = c.class
+    AND leasing_free_span_key(sp.during) > c.after
+    AND leasing_free_span_key(sp.during) <= %(start)s::timestamptz
+    AND upper(sp.during) > %(start)s::timestamptz
+) sp
+UNION ALL
+SELECT sp.node_id,
+       cardinality(sp.{column})
+       - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
+FROM leasing_nodefreespan sp
+WHERE leasing_free_span_class(sp.during) = -1
+  AND leasing_free_span_key(sp.during) > %(start)s::timestamptz
+UNION ALL
+SELECT sp.node_id,
+       cardinality(sp.{column})
+       - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
+FROM leasing_nodefreespan sp
+WHERE leasing_free_span_class(sp.during) = 99
+  AND leasing_free_span_key(sp.during) <= %(start)s::timestamptz"""
 
 SPANS_FREE_PER_NODE_PROBE_SQL = """
 SELECT p.offer_id, p.node_id,
