@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with raw.cursor() as cursor:
         cursor.execute(_CANDIDATES_SQL, [str(SEED), options.runs + 3])
         candidates = cursor.fetchall()
-        cursor.execute(
-            "SELECT count(*)::float / count(DISTINCT node_id) FROM leasing_nodefreespan"
-        )
+        cursor.execute("SELECT count(*)::float / count(DISTINCT node_id) FROM leasing_nodefreespan")
         spans_per_node = cursor.fetchone()[0]
         with_ms, without_ms = [], []
         for number, (node, start) in enumerate(candidates):
