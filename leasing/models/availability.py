@@ -27,19 +27,15 @@ class NodeFreeSpan(models.Model):
     datetime holds.
     """
 
+    # Its indexes are expressions, so migrations hold them (leasing 0018 and 0020): searches read
+    # the spans holding one moment by length class and start (leasing.selectors.free
+    # .SPANS_FREE_CTE_SQL); narrow searches and the triggers' rebuilds probe (node, span end).
     node = models.ForeignKey(
         Node, on_delete=models.DO_NOTHING, db_constraint=False, related_name="free_spans"
     )
     during = DateTimeRangeField()
     free_until = ArrayField(models.DateTimeField())
     free_until_strict = ArrayField(models.DateTimeField())
-
-    class Meta:
-        # Indexes are expressions, so migrations hold them (leasing 0018 and 0020): searches read
-        # the spans holding one moment by length class and start (see
-        # leasing.selectors.free.SPANS_FREE_CTE_SQL); narrow searches and the triggers' rebuilds
-        # probe (node, end of the span).
-        indexes: list[models.Index] = []
 
     def __str__(self) -> str:
         return f"node {self.node_id} {self.during}: {len(self.free_until)} free"

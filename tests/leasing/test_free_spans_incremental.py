@@ -54,7 +54,7 @@ def test_a_booking_rewrites_only_the_spans_from_the_gpus_previous_booking_on():
     busy([second], at(3), at(4))
     before = _spans()
     # Free from -infinity until both GPUs' booking at 0: the first span, which must survive.
-    assert before[0][1].startswith("(,")
+    assert str(before[0][1]).startswith("(,")
 
     busy([first], at(6), at(8))  # the first GPU's previous booking ends at 2
 
