@@ -64,10 +64,10 @@ def _time_insert(
 ) -> float:
     cursor.execute("BEGIN")
     try:
-        if history_days:
-            cursor.execute(_HISTORY_SQL, {"node": node, "days": history_days})
         if not with_trigger:
             cursor.execute(f"ALTER TABLE leasing_allocation DISABLE TRIGGER {_TRIGGER}")
+        if history_days:
+            cursor.execute(_HISTORY_SQL, {"node": node, "days": history_days})
         began = time.perf_counter()
         cursor.execute(_INSERT_SQL, {"node": node, "start": start})
         return (time.perf_counter() - began) * 1000

@@ -26,7 +26,8 @@ The spans themselves mean the same as in 0018: nothing to backfill.
 
 import importlib
 
-from django.db import migrations
+import django.db.models.deletion
+from django.db import migrations, models
 
 _0018 = importlib.import_module("leasing.migrations.0018_node_free_spans")
 
@@ -70,17 +71,6 @@ BEGIN
 END
 $$ LANGUAGE plpgsql;
 
--- Where GPU g's free time may have changed, for a changed block starting at lo: the end of g's
--- latest live, top-level, on-demand allocation ending at or before lo (it blocks g in both
--- modes), -infinity when there is none.
-CREATE OR REPLACE FUNCTION leasing_free_spans_since(gpu bigint, lo timestamptz)
-RETURNS timestamptz AS $$
-  SELECT coalesce(max(upper(a.period)), '-infinity')
-  FROM leasing_allocation a
-  WHERE lo > '-infinity' AND a.gpu_id = gpu
-    AND a.released_at IS NULL AND a.parent_id IS NULL AND NOT a.preemptible
-    AND a.period << tstzrange(lo, NULL, '[)')
-$$ LANGUAGE sql STABLE;
 """
 
 _REBUILD_SQL = """
@@ -217,11 +207,21 @@ BEGIN
       node_ids, array_fill('-infinity'::timestamptz, ARRAY[cardinality(node_ids)]));
     RETURN;
   END IF;
+  -- Per changed row of GPU g starting at `start`: the end of g's latest live, top-level,
+  -- on-demand allocation ending at or before it (it blocks g in both modes), -infinity if none;
+  -- per node, the least. Read after the locks: it must see what their last holder committed.
   SELECT array_agg(c.node ORDER BY c.node), array_agg(c.since ORDER BY c.node)
   INTO node_ids, sinces
   FROM (
-    SELECT x.node, min(leasing_free_spans_since(x.gpu, x.start)) AS since
+    SELECT x.node, min(coalesce(b.since, '-infinity')) AS since
     FROM unnest(nodes, gpus, starts) AS x(node, gpu, start)
+    LEFT JOIN LATERAL (
+      SELECT max(upper(a.period)) AS since
+      FROM leasing_allocation a
+      WHERE x.start > '-infinity' AND a.gpu_id = x.gpu
+        AND a.released_at IS NULL AND a.parent_id IS NULL AND NOT a.preemptible
+        AND upper(a.period) <= x.start
+    ) b ON true
     GROUP BY x.node
   ) c;
   PERFORM leasing_node_free_spans_rebuild(node_ids, sinces);
@@ -304,7 +304,6 @@ DROP FUNCTION IF EXISTS leasing_free_span_key(tstzrange);
 _DROP_FUNCTIONS_SQL = """
 DROP FUNCTION IF EXISTS leasing_free_spans_apply(bigint[], bigint[], timestamptz[]);
 DROP FUNCTION IF EXISTS leasing_node_free_spans_rebuild(bigint[], timestamptz[]);
-DROP FUNCTION IF EXISTS leasing_free_spans_since(bigint, timestamptz);
 DROP FUNCTION IF EXISTS leasing_node_free_spans_lock(bigint[]);
 """
 
@@ -318,6 +317,12 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RunSQL(sql=_CLASS_SQL + _INDEX_SQL, reverse_sql=_DROP_SQL),
         migrations.RemoveIndex(model_name='nodefreespan', name='node_free_span_during'),
+        # Every span insert kept a node_id index the (node, span end) index already covers.
+        migrations.AlterField(
+            model_name='nodefreespan',
+            name='node',
+            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='free_spans', to='inventory.node'),
+        ),
         migrations.RunSQL(
             sql=_LOCK_SQL + _REBUILD_SQL + _TRIGGERS_SQL,
             # Back to 0018's functions and triggers (its drop also removes the triggers).

@@ -30,8 +30,13 @@ class NodeFreeSpan(models.Model):
     # Its indexes are expressions, so migrations hold them (leasing 0018 and 0020): searches read
     # the spans holding one moment by length class and start (leasing.selectors.free
     # .SPANS_FREE_CTE_SQL); narrow searches and the triggers' rebuilds probe (node, span end).
+    # No index of its own: the (node, span end) index of leasing 0018 leads with the node.
     node = models.ForeignKey(
-        Node, on_delete=models.DO_NOTHING, db_constraint=False, related_name="free_spans"
+        Node,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="free_spans",
     )
     during = DateTimeRangeField()
     free_until = ArrayField(models.DateTimeField())
