@@ -54,6 +54,13 @@ class Placement:
     node_of: dict[int, int] = field(default_factory=dict)  # node id of each GPU placed
 
 
+# An offer's pool when it names no nodes: every node of its model at its site (fixed SQL: it runs
+# on every lease and hold; docs/architecture.md, "Request path costs").
+POOL_NODES_SQL = f"""
+SELECT n.id FROM {Node._meta.db_table} n
+WHERE n.site_id = %s AND n.gpu_model_id = %s ORDER BY n.id"""
+
+
 def pool_node_ids(offer: Offer) -> list[int]:
     """Nodes behind an offer: the named ones, else every node of its model at its site.
 
@@ -63,11 +70,9 @@ def pool_node_ids(offer: Offer) -> list[int]:
     named = [node.pk for node in offer.nodes.all()]
     if named:
         return sorted(named)
-    return sorted(
-        Node.objects.filter(site_id=offer.site_id, gpu_model_id=offer.gpu_model_id).values_list(
-            "pk", flat=True
-        )
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(POOL_NODES_SQL, [offer.site_id, offer.gpu_model_id])
+        return [node_id for (node_id,) in cursor.fetchall()]
 
 
 def hold_allocations_release(hold: Hold, *, at: datetime) -> int:
@@ -169,11 +174,19 @@ def free_gpus(
     return by_node
 
 
-def free_gpu_count(offer: Offer, *, start: datetime, end: datetime, may_preempt: bool) -> int:
-    """How many GPUs of the offer are free for the whole window (no locks)."""
-    free = free_gpus(
-        pool_node_ids(offer), start=start, end=end, may_preempt=may_preempt, lock=False
-    )
+def free_gpu_count(
+    offer: Offer,
+    *,
+    start: datetime,
+    end: datetime,
+    may_preempt: bool,
+    node_ids: list[int] | None = None,
+) -> int:
+    """How many GPUs of the offer (of its pool `node_ids`, when read already) are free for the
+    whole window (no locks)."""
+    if node_ids is None:
+        node_ids = pool_node_ids(offer)
+    free = free_gpus(node_ids, start=start, end=end, may_preempt=may_preempt, lock=False)
     return sum(len(ids) for ids in free.values())
 
 
@@ -346,7 +359,9 @@ def place(
             preempt = _preemptible_overlaps(sorted(to_cut), start=start, end=end) if to_cut else []
             return Placement(gpu_ids=sorted(got), placement=placement, preempt=preempt, node_of=got)
         busy_elsewhere |= set(wanted) - set(got)
-    free_now = free_gpu_count(offer, start=start, end=end, may_preempt=may_preempt)
+    free_now = free_gpu_count(
+        offer, start=start, end=end, may_preempt=may_preempt, node_ids=node_ids
+    )
     raise CapacityGone(
         f"Only {counted(free_now, 'GPU')} of this offer {noun(free_now, 'is', 'are')} free for "
         f"the whole window; {count} {noun(count, 'was', 'were')} asked for.",

@@ -44,8 +44,8 @@ from leasing.api.serializers.leases import (
 )
 from leasing.choices import PriceBasis, PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, PreemptionNotice, Quote
-from leasing.selectors.visibility import offer_visible
 from leasing.selectors.answers import lease_answer
+from leasing.selectors.visibility import offer_visible
 from leasing.services.acceptance import (
     lease_acceptance_claim_confirm,
     lease_acceptance_claim_dispute,
