@@ -28,6 +28,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
 
+from core.rows import insert_many
 from core.text import counted, noun
 from inventory.models import Gpu, Node
 from leasing.choices import AllocationEnd, HoldStatus
@@ -231,22 +232,19 @@ def _booking_of(allocation: Allocation) -> Booking:
 
 
 def _cheapest_preemption(
-    node_ids: list[int],
     free: dict[int, list[int]],
+    reachable: dict[int, list[int]],
     *,
     count: int,
     start: datetime,
     end: datetime,
     cut_at: datetime,
-    exclude: set[int],
 ) -> tuple[list[int], list[int]] | None:
-    """Every truly free GPU plus the cheapest interruptible GPUs to cut (leasing.preemption);
-    returns (free GPU ids, GPU ids to cut) or None when even preemption cannot meet `count`."""
+    """Every truly free GPU plus the cheapest interruptible GPUs to cut (leasing.preemption),
+    `reachable` being the GPUs free once interruptible bookings may be cut; returns (free GPU
+    ids, GPU ids to cut) or None when even preemption cannot meet `count`."""
     free_ids = sorted(gpu for ids in free.values() for gpu in ids)
     needed = count - len(free_ids)
-    reachable = free_gpus(
-        node_ids, start=start, end=end, may_preempt=True, lock=False, exclude=exclude
-    )
     truly_free = set(free_ids)
     candidate_ids = sorted(
         gpu for ids in reachable.values() for gpu in ids if gpu not in truly_free
@@ -323,10 +321,16 @@ def place(
     cut_at = preemption_cut_time(offer, start=start, now=now)
     busy_elsewhere: set[int] = set()
     expired_lapsed = False
+    free_now: int | None = None
     for _ in range(MAX_PLACEMENT_ATTEMPTS):
+        # What the refusal reports as free, when this attempt's read counted the whole pool
+        # (nothing excluded) in the request's own mode: not read a second time.
+        free_now = None
         free = free_gpus(
             node_ids, start=start, end=end, may_preempt=False, lock=False, exclude=busy_elsewhere
         )
+        if not busy_elsewhere and not may_preempt:
+            free_now = sum(len(ids) for ids in free.values())
         choice = gpus_choose(free, count)
         if choice is None and not expired_lapsed:
             expired_lapsed = True
@@ -334,14 +338,18 @@ def place(
                 continue
         to_cut: list[int] = []
         if choice is None and may_preempt:
+            reachable = free_gpus(
+                node_ids, start=start, end=end, may_preempt=True, lock=False, exclude=busy_elsewhere
+            )
+            if not busy_elsewhere:
+                free_now = sum(len(ids) for ids in reachable.values())
             preemption = _cheapest_preemption(
-                node_ids,
                 free,
+                reachable,
                 count=count,
                 start=start,
                 end=end,
                 cut_at=cut_at,
-                exclude=busy_elsewhere,
             )
             if preemption is not None:
                 free_ids, to_cut = preemption
@@ -359,9 +367,10 @@ def place(
             preempt = _preemptible_overlaps(sorted(to_cut), start=start, end=end) if to_cut else []
             return Placement(gpu_ids=sorted(got), placement=placement, preempt=preempt, node_of=got)
         busy_elsewhere |= set(wanted) - set(got)
-    free_now = free_gpu_count(
-        offer, start=start, end=end, may_preempt=may_preempt, node_ids=node_ids
-    )
+    if free_now is None:
+        free_now = free_gpu_count(
+            offer, start=start, end=end, may_preempt=may_preempt, node_ids=node_ids
+        )
     raise CapacityGone(
         f"Only {counted(free_now, 'GPU')} of this offer {noun(free_now, 'is', 'are')} free for "
         f"the whole window; {count} {noun(count, 'was', 'were')} asked for.",
@@ -399,7 +408,7 @@ def allocations_create(
     ]
     try:
         with transaction.atomic():
-            return Allocation.objects.bulk_create(rows)
+            return insert_many(rows)  # bulk_create's INSERT, written once
     except IntegrityError as exc:
         if "allocation_no_double_booking" not in str(exc):
             raise
