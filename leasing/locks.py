@@ -58,7 +58,6 @@ def expired_holds_lock(
     With `node_ids`, `start` and `end`: only those with a live allocation on these nodes that
     overlaps [start, end) (the ones in a placement's way).
     """
-    holds = Hold.objects.filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
     if node_ids is not None:
         # A placement's look-up (it finds too few free GPUs): one fixed statement locks them;
         # the rows are read only when there are some (rarely: the beat task lapses them).
@@ -68,7 +67,8 @@ def expired_holds_lock(
                 [HoldStatus.ACTIVE.value, now, list(node_ids), DateTimeTZRange(start, end, "[)")],
             )
             locked = [hold_id for (hold_id,) in cursor.fetchall()]
-        return list(holds.filter(pk__in=locked).order_by("pk")) if locked else []
+        return list(Hold.objects.filter(pk__in=locked).order_by("pk")) if locked else []
+    holds = Hold.objects.filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
     return list(holds.select_for_update(no_key=True, skip_locked=True).order_by("pk"))
 
 
