@@ -1,9 +1,10 @@
 """Revenue attribution: which node earned which part of each invoice and credit-note line.
 
 A sublease's lines (a buyer of resold time pays the provider's contract at the listing's ask)
-are split by the listing's terms (`economics.resale`): each piece of them comes three times, as
-the provider's share, the seller's proceeds and the marketplace fee (`RevenuePiece.role`). Only
-the provider's pieces (its own contracts' lines and its share of buyers') are its asset revenue.
+are split as billing booked the document's split (`billing.ResaleProceeds`, see
+`economics.resale`): each piece of them comes three times, as the provider's share, the seller's
+proceeds and the marketplace fee (`RevenuePiece.role`). Only the provider's pieces (its own
+contracts' lines and its share of buyers') are its asset revenue.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 
 from django.db import connection
 
-from billing.models import InvoiceStatus, LineKind
+from billing.models import InvoiceStatus, LineKind, ResaleProceeds
 from core.bulk_rows import bulk_cursor
-from economics.resale import ResaleTerms, split_exact
+from economics.resale import ResaleTerms, split_exact, terms_of_booked
 from leasing.models import ResaleListing, SlaSubscription
 
 ZERO = Decimal("0")
@@ -116,8 +117,32 @@ def _lease_weights() -> dict[int, dict[int, Decimal]]:
     return weights
 
 
+@dataclass(slots=True)
+class BookedSplits:
+    """The split billing booked for each resale invoice and credit note, as terms."""
+
+    invoices: dict[int, ResaleTerms] = field(default_factory=dict)
+    credit_notes: dict[int, ResaleTerms] = field(default_factory=dict)
+
+
+def resale_splits_booked() -> BookedSplits:
+    """Each sublease invoice's split and each of its credit notes' give-back, as booked."""
+    booked = BookedSplits()
+    rows = ResaleProceeds.objects.values_list(
+        "invoice_id", "credit_note_id", "listing_id", "base", "provider_share", "fee"
+    )
+    for invoice_id, credit_note_id, listing_id, base, share, fee in rows:
+        terms = terms_of_booked(listing_id, base=base, provider_share=share, marketplace_fee=fee)
+        if credit_note_id is None:
+            booked.invoices[invoice_id] = terms
+        else:
+            booked.credit_notes[credit_note_id] = terms
+    return booked
+
+
 def resale_terms_by_contract() -> dict[int, ResaleTerms]:
-    """Each sublease contract's split (its sold listing's terms), by the contract's id."""
+    """Each sublease contract's split by its sold listing's terms (for a document billing has not
+    split), by the contract's id."""
     rows = ResaleListing.objects.filter(sublease__isnull=False).values_list(
         "sublease__contract_id", "pk", "provider_share_pct", "marketplace_fee_pct"
     )
@@ -190,6 +215,7 @@ WHERE i.status = ANY(%(counted)s) AND NOT l.kind = ANY(%(not_revenue)s)
 ORDER BY l.id
 """
 CREDIT_FIELDS = (
+    "credit_note_id",
     "invoice_line_id",
     "amount",
     "credit_note__number",
@@ -201,8 +227,8 @@ CREDIT_FIELDS = (
     "credit_note__invoice__period_end",
 )
 CREDITS_SQL = """
-SELECT cl.invoice_line_id, cl.amount, cn.number, cn.currency, cn.invoice_id, i.contract_id,
-       i.number, i.period_start, i.period_end
+SELECT cl.credit_note_id, cl.invoice_line_id, cl.amount, cn.number, cn.currency, cn.invoice_id,
+       i.contract_id, i.number, i.period_start, i.period_end
 FROM billing_creditnoteline cl
 JOIN billing_creditnote cn ON cn.id = cl.credit_note_id
 JOIN billing_invoice i ON i.id = cn.invoice_id
@@ -230,10 +256,10 @@ def revenue_attribute() -> Attribution:
     or the lease's allocations when the invoice has none; a token contract's lines go to the
     nodes of its SLA offering by GPU count. Months share a line by its service window.
     Credit notes take their line's (or their invoice's) place with the opposite sign. A
-    sublease's lines (and credits) are split by its listing's terms.
+    sublease's lines (and credits) are split as billing booked the document's split.
     """
     attribution = Attribution()
-    resale = resale_terms_by_contract()
+    resale, booked = resale_terms_by_contract(), resale_splits_booked()
     lease_weights = _lease_weights()
     subscription_weights = _subscription_weights()
     lines = _rows(LINES_SQL, LINE_FIELDS)
@@ -276,7 +302,8 @@ def revenue_attribute() -> Attribution:
             line["amount"],
             weights_of(line),
             window_of(line),
-            terms=resale.get(line["invoice__contract_id"]),
+            terms=booked.invoices.get(line["invoice_id"])
+            or resale.get(line["invoice__contract_id"]),
         )
 
     credits = _rows(CREDITS_SQL, CREDIT_FIELDS)
@@ -305,7 +332,8 @@ def revenue_attribute() -> Attribution:
             -credit["amount"],
             weights,
             window_of(as_line),
-            terms=resale.get(as_line["invoice__contract_id"]),
+            terms=booked.credit_notes.get(credit["credit_note_id"])
+            or resale.get(as_line["invoice__contract_id"]),
         )
     return attribution
 
