@@ -37,7 +37,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-test
-	DJANGO_ENV=test $(BIN)/mypy .
+	DJANGO_ENV=test $(BIN)/mypy
 
 fmt: $(VENV)/.installed-test
 	$(BIN)/ruff format .

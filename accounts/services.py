@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.choices import KeyScope, Role
@@ -28,6 +28,7 @@ from accounts.models import (
     is_country_code,
 )
 from core.errors import Conflict, FieldError, ValidationFailed
+from core.rows import columns, model_from_row, width
 
 KEY_PREFIX = "ch"
 # A key may create keys of its own scope or a narrower one, never a wider one.
@@ -200,10 +201,31 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     return api_key
 
 
+# ApiKey.objects.select_related("organization").filter(prefix=...).first() as one fixed
+# statement: every API request runs it, and compiling the ORM's cost several times running it
+# (docs/architecture.md, "Request path costs").
+API_KEY_SQL = f"""
+SELECT {columns(ApiKey, "k")}, {columns(Organization, "o")}
+FROM {ApiKey._meta.db_table} k JOIN {Organization._meta.db_table} o ON o.id = k.organization_id
+WHERE k.prefix = %s ORDER BY k.created_at DESC LIMIT 1"""
+
+
+def _api_key_by_prefix(prefix: str) -> ApiKey | None:
+    """The key with this prefix, with its organization, or None."""
+    with connection.cursor() as cursor:
+        cursor.execute(API_KEY_SQL, [prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    api_key: ApiKey = model_from_row(ApiKey, row[: width(ApiKey)])
+    api_key.organization = model_from_row(Organization, row[width(ApiKey) :])
+    return api_key
+
+
 def api_key_authenticate(*, raw_key: str) -> ApiKey:
     """The active key matching `raw_key`, with last_used_at refreshed; InvalidApiKey otherwise."""
     prefix = _split_raw_key(raw_key)
-    api_key = ApiKey.objects.select_related("organization").filter(prefix=prefix).first()
+    api_key = _api_key_by_prefix(prefix)
     if api_key is None or not hmac.compare_digest(api_key.key_hash, hash_api_key(raw_key)):
         raise InvalidApiKey()
     now = timezone.now()

@@ -1,6 +1,7 @@
 """Load benchmark of the HTTP API under gunicorn, against bare Django views running the same SQL.
 
     .venv/bin/python bench/load.py [--duration 20] [--users 16] [--batch 500] [--keep]
+        [--workers 2] [--threads 4] [--only lease_contention ...]
 
 (BENCH_LOAD_DURATION / BENCH_LOAD_USERS set the same, e.g. BENCH_LOAD_DURATION=8 for a quick
 run.) It builds its own data in its own database (`cardhour_bench_load` on the server of
@@ -13,7 +14,10 @@ afresh and migrated on every run and dropped at the end (`--keep` leaves it):
   for the bare view) that eight customer organizations race to lease;
 - a provider with four active token-SLA contracts, for usage ingestion.
 
-Then it starts gunicorn on a free loopback port (2 gthread workers x 4 threads, the project's
+Then it starts gunicorn on a free loopback port (2 gthread workers x 4 threads; `--workers` /
+`--threads` or BENCH_LOAD_WORKERS / BENCH_LOAD_THREADS set others, `--threads 1` meaning sync
+workers as the Dockerfile runs them — at 3 sync workers both paths wait on the database, one
+request per process, and their throughput halves while the ratio does not move), the project's
 settings with DEBUG off, request logging at INFO into a file and bench/bare.py as URL root;
 Celery tasks go to an in-memory broker and are not run; the per-key throttle is raised out of
 the way) and drives it with locust's
@@ -85,6 +89,11 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH_DATABASE = os.environ.get("CARDHOUR_BENCH_LOAD_DATABASE", "cardhour_bench_load")
 SETTINGS_MODULE = "bench.settings_load"
 
+# 2 processes x 4 threads: the database's waits (WAL flush at COMMIT, the node locks) overlap
+# with other requests' Python, so the figures measure CPU cost per request. Production's
+# Dockerfile runs 3 sync workers (`--workers 3 --threads 1` here): one request per process, so
+# throughput is bound by waits and halves for both paths (session 28, lease ratio 0.54 beside
+# 0.53 with threads).
 WORKERS = 2
 THREADS = 4
 USERS = 16
@@ -430,7 +439,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _gunicorn_command(port: int) -> list[str]:
+def _gunicorn_command(port: int, *, workers: int, threads: int) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -441,11 +450,11 @@ def _gunicorn_command(port: int) -> list[str]:
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
-        str(WORKERS),
+        str(workers),
         "--worker-class",
-        "gthread",
+        "gthread" if threads > 1 else "sync",
         "--threads",
-        str(THREADS),
+        str(threads),
         "--timeout",
         "60",
         "--log-level",
@@ -454,14 +463,18 @@ def _gunicorn_command(port: int) -> list[str]:
 
 
 def _gunicorn_start(
-    environment: dict[str, str], log_path: Path
+    environment: dict[str, str], log_path: Path, *, workers: int, threads: int
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     # The server logs as in production (a line per request); this process only warnings.
     env = {**os.environ, **environment, "LOG_LEVEL": "INFO"}
     log = log_path.open("wb")
     server = subprocess.Popen(
-        _gunicorn_command(port), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+        _gunicorn_command(port, workers=workers, threads=threads),
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     host = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -938,6 +951,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--users", type=int, default=int(os.environ.get("BENCH_LOAD_USERS", USERS)))
     parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument(
+        "--workers", type=int, default=int(os.environ.get("BENCH_LOAD_WORKERS", WORKERS))
+    )
+    parser.add_argument(
+        "--threads", type=int, default=int(os.environ.get("BENCH_LOAD_THREADS", THREADS))
+    )
     parser.add_argument("--keep", action="store_true", help="leave the database for inspection")
     parser.add_argument(
         "--only", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS), help="scenarios"
@@ -968,7 +987,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         connections.close_all()
         setup_seconds = time.monotonic() - began
 
-        server, host = _gunicorn_start(environment, workdir / "gunicorn.log")
+        server, host = _gunicorn_start(
+            environment, workdir / "gunicorn.log", workers=options.workers, threads=options.threads
+        )
         runs: dict[str, dict[str, Collector]] = {}
         scenarios: dict[str, Any] = {}
         for name in options.only:
@@ -989,8 +1010,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     result: dict[str, Any] = {
         "config": {
-            "gunicorn": f"{WORKERS} workers x {THREADS} threads (gthread), 127.0.0.1, DEBUG off, "
-            "request log at INFO",
+            "gunicorn": f"{options.workers} workers x {options.threads} threads"
+            f" ({'gthread' if options.threads > 1 else 'sync'}), 127.0.0.1, DEBUG off,"
+            " request log at INFO",
             "users": options.users,
             "warmup_s": WARMUP_S,
             "duration_s": options.duration,

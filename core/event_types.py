@@ -46,6 +46,23 @@ EVENT_TYPES: dict[str, tuple[str, str]] = {
         "customer, provider",
         "A lease ended: its deposit went back to the balance, less what overdue invoices owe.",
     ),
+    "payout.created": (
+        "provider",
+        "A payout was made from the provider's monthly statement: its amount is reserved for it.",
+    ),
+    "payout.submitted": (
+        "provider",
+        "A payout was sent: a Stripe transfer was made, or the bank-transfer export written.",
+    ),
+    "payout.paid": (
+        "provider",
+        "A payout reached the provider (the Stripe transfer stood, or the operator confirmed the"
+        " bank transfer).",
+    ),
+    "payout.failed": (
+        "provider",
+        "A payout failed (`data.failure_reason`); its amount is payable to the provider again.",
+    ),
     "capacity_signal.raised": (
         "provider",
         "A pool's capacity signal is plan_scaling or act_now for the evaluated day.",

@@ -91,7 +91,7 @@ class AssetMonth(models.Model):
     cumulative_net_cash_flow = models.DecimalField(**MONEY)
     book_value = models.DecimalField(**MONEY, help_text="At the end of the month.")
     # Resale (docs/architecture.md, "Economics"): what buyers of resold GPU-time on this node
-    # paid under their subleases, split by each listing's terms. Only the provider's share is in
+    # paid under their subleases, split as billing booked it. Only the provider's share is in
     # `revenue`; the seller's proceeds and the marketplace fee are shown, never counted.
     resold_gpu_hours = models.DecimalField(
         **HOURS, default=Decimal("0"), help_text="Sold to buyers by lessees; part of allocated."

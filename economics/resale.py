@@ -1,13 +1,16 @@
 """Resale splits as plain arithmetic: what of a buyer's payment is the provider's, the seller's
-and the marketplace's, by the listing's terms (frozen from the parent contract's assignment
-clause). No ORM here.
+and the marketplace's. No ORM here.
 
-Economics reads the buyer's invoice revenue as it reads any other (issued invoice lines less
-credit notes) and splits it by the listing's percentages; it does not read billing's own
-bookkeeping of the split. `split_exact` keeps full precision (asset months add many fractions of
-lines and round once per month); `split_rounded` rounds one document's amount the way a
-statement shows it: the fee and the provider's share each rounded half-up to the currency's minor
-unit, the seller gets the rest, so the three add up to the amount to the cent.
+The split of each buyer's document is the one billing booked (`billing.ResaleProceeds`: the fee
+and the provider's share rounded once per invoice, the seller the rest; a base <= 0 all the
+provider's; a credit note taking back from the seller pro rata, the note that completes the
+credit taking back exactly what is left), so a seller's report and the asset months agree with
+its proceeds to the cent. Economics reads it as percentages of the document's base
+(`terms_of_booked`) and spreads them over the document's lines. The listing's own terms are the
+fallback for a document billing has not split. `split_exact` keeps full precision (asset months
+add many fractions of lines and round once per month); `split_rounded` rounds one document's
+amount the way billing does for an invoice: the fee and the provider's share each rounded half-up
+to the currency's minor unit, the seller gets the rest, so the three add up to the amount.
 """
 
 from __future__ import annotations
@@ -75,3 +78,15 @@ def split_rounded(amount: Decimal, terms: ResaleTerms, currency: str) -> ResaleS
     provider = round_money(amount * terms.provider_share_pct / HUNDRED, currency)
     fee = round_money(amount * terms.marketplace_fee_pct / HUNDRED, currency)
     return ResaleSplit(provider, amount - provider - fee, fee)
+
+
+def terms_of_booked(
+    listing_id: int, *, base: Decimal, provider_share: Decimal, marketplace_fee: Decimal
+) -> ResaleTerms:
+    """A booked split as the percentages of its base that give it back (a zero base, which
+    has nothing to split, all the provider's)."""
+    if not base:
+        return ResaleTerms(listing_id, HUNDRED, ZERO)
+    return ResaleTerms(
+        listing_id, provider_share / base * HUNDRED, marketplace_fee / base * HUNDRED
+    )

@@ -9,6 +9,7 @@ from decimal import Decimal
 from statistics import median
 from typing import NamedTuple
 
+from django.db import connection
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 
 from accounts.selectors import Caller
@@ -40,6 +41,13 @@ def _median(prices: list[Decimal]) -> Decimal:
     return round_rate(Decimal(median(prices)))
 
 
+INDEX_FIXING_RATE_SQL = f"""
+SELECT f.rate FROM {IndexFixing._meta.db_table} f
+JOIN {GpuModel._meta.db_table} m ON m.id = f.gpu_model_id
+WHERE m.slug = %s AND f.term = %s AND f.currency = %s AND f.status = %s AND f.day <= %s
+ORDER BY f.day DESC LIMIT 1"""
+
+
 def index_fixing_rate(
     *, gpu_model_slug: str, term: str, currency: str, day: date
 ) -> Decimal | None:
@@ -48,18 +56,13 @@ def index_fixing_rate(
     This is the market rate anything that moves money reads (lease references, price steps). A
     day without a fixing (insufficient sources) leaves the previous one in force.
     """
-    return (
-        IndexFixing.objects.filter(
-            gpu_model__slug=gpu_model_slug,
-            term=term,
-            currency=currency,
-            status=FixingStatus.FIXED,
-            day__lte=day,
+    # Plain SQL (the ORM statement it was): every lease and hold reads it.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            INDEX_FIXING_RATE_SQL, [gpu_model_slug, term, currency, FixingStatus.FIXED.value, day]
         )
-        .order_by("-day")
-        .values_list("rate", flat=True)
-        .first()
-    )
+        row = cursor.fetchone()
+    return row[0] if row is not None else None
 
 
 def index_fixing_series(

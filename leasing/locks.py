@@ -34,6 +34,17 @@ def hold_lock(hold: Hold | int) -> Hold:
     )
 
 
+# The expired holds with a live allocation on some nodes overlapping a window, locked in pk order
+# without waiting (expired_holds_lock with node_ids; the ORM statement it was, written once).
+EXPIRED_HOLDS_IN_THE_WAY_SQL = f"""
+SELECT h.id FROM {Hold._meta.db_table} h
+WHERE h.status = %s AND h.expires_at <= %s AND h.id IN (
+  SELECT a.hold_id FROM {Allocation._meta.db_table} a
+  WHERE a.node_id = ANY(%s) AND a.hold_id IS NOT NULL AND a.released_at IS NULL
+    AND a.period && %s)
+ORDER BY h.id FOR NO KEY UPDATE SKIP LOCKED"""
+
+
 def expired_holds_lock(
     *,
     now: datetime,
@@ -47,16 +58,17 @@ def expired_holds_lock(
     With `node_ids`, `start` and `end`: only those with a live allocation on these nodes that
     overlaps [start, end) (the ones in a placement's way).
     """
-    holds = Hold.objects.filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
     if node_ids is not None:
-        holds = holds.filter(
-            pk__in=Allocation.objects.filter(
-                node_id__in=list(node_ids),
-                hold__isnull=False,
-                released_at__isnull=True,
-                period__overlap=DateTimeTZRange(start, end, "[)"),
-            ).values("hold_id")
-        )
+        # A placement's look-up (it finds too few free GPUs): one fixed statement locks them;
+        # the rows are read only when there are some (rarely: the beat task lapses them).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                EXPIRED_HOLDS_IN_THE_WAY_SQL,
+                [HoldStatus.ACTIVE.value, now, list(node_ids), DateTimeTZRange(start, end, "[)")],
+            )
+            locked = [hold_id for (hold_id,) in cursor.fetchall()]
+        return list(Hold.objects.filter(pk__in=locked).order_by("pk")) if locked else []
+    holds = Hold.objects.filter(status=HoldStatus.ACTIVE, expires_at__lte=now)
     return list(holds.select_for_update(no_key=True, skip_locked=True).order_by("pk"))
 
 

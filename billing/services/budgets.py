@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from celery import current_app
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -371,9 +371,29 @@ def exhausted_blocking_budget(
     )
 
 
+# Any spent "block" budget of the organization this month, whatever its tag: run on every new
+# lease and hold as one fixed statement (compiling exhausted_blocking_budget's ORM statement cost
+# several times running it, docs/architecture.md "Request path costs"); only when there is one is
+# the full rule asked.
+ANY_SPENT_BLOCKING_BUDGET_SQL = f"""
+SELECT EXISTS (
+  SELECT 1 FROM {Budget._meta.db_table} b
+  JOIN {BudgetMonth._meta.db_table} m ON m.budget_id = b.id
+  WHERE b.organization_id = %s AND b.active AND b.action = %s AND m.month = %s
+    AND m.spend >= b.amount)"""
+
+
 def budget_admission_check(admission: Admission) -> None:
     """leasing.admission check: no new lease or hold while a "block" budget covering it is spent
     (a tag budget covers only the leases and holds that carry its tag)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            ANY_SPENT_BLOCKING_BUDGET_SQL,
+            [admission.customer.pk, BudgetAction.BLOCK.value, month_start(admission.now)],
+        )
+        (any_spent,) = cursor.fetchone()
+    if not any_spent:
+        return
     budget = exhausted_blocking_budget(admission.customer, now=admission.now, tags=admission.tags)
     if budget is None:
         return

@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -183,8 +183,26 @@ def funds_policies_evaluate(*, now: datetime | None = None) -> int:
     return triggered
 
 
+# Whether any triggered policy of the customer's contracts stops this kind of lease: run on every
+# new lease and hold as one fixed statement (compiling the ORM's cost several times running it,
+# docs/architecture.md "Request path costs"); only when one does is the policy read and projected.
+ANY_STOPPING_POLICY_SQL = f"""
+SELECT EXISTS (
+  SELECT 1 FROM {FundsPolicy._meta.db_table} f
+  JOIN {Contract._meta.db_table} c ON c.id = f.contract_id
+  WHERE c.lessee_id = %s AND f.triggered_at IS NOT NULL AND f.action = ANY(%s))"""
+
+
 def funds_admission_check(admission: Admission) -> None:
     """Refuse new leases and holds of a customer whose triggered policy stops them."""
+    actions = [FundsAction.STOP_NEW.value]
+    if admission.pricing_mode == PricingMode.INTERRUPTIBLE:
+        actions.append(FundsAction.PAUSE_INTERRUPTIBLE.value)
+    with connection.cursor() as cursor:
+        cursor.execute(ANY_STOPPING_POLICY_SQL, [admission.customer.pk, actions])
+        (any_stopping,) = cursor.fetchone()
+    if not any_stopping:
+        return
     stopping = FundsPolicy.objects.filter(
         contract__lessee=admission.customer, triggered_at__isnull=False
     )

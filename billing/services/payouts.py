@@ -51,6 +51,7 @@ from billing.services.stripe_transfers import (
     stripe_transfer_reversed,
 )
 from core.errors import Conflict, SemanticError, ValidationFailed, require_reason
+from core.events import emit
 from core.lifecycle import StatusChange
 from core.money import money_amount_check
 
@@ -71,7 +72,41 @@ def failed_key(payout: Payout | int) -> str:
     return f"payout:{payout if isinstance(payout, int) else payout.pk}:failed"
 
 
+def _emit(payout: Payout, event_type: str, at: datetime) -> None:
+    """Tell the provider (outbox, in the payout's transaction)."""
+    emit(
+        organization_id=payout.provider_id,
+        type=event_type,
+        occurred_at=at,
+        data={
+            "payout_id": payout.pk,
+            "statement_id": payout.statement_id,
+            "period": f"{payout.period_start:%Y-%m}",
+            "currency": payout.currency,
+            "amount": payout.amount,
+            "payable": payout.payable,
+            "method": payout.method,
+            "status": payout.status,
+            "stripe_transfer_id": payout.stripe_transfer_id,
+            "submitted_at": payout.submitted_at,
+            "paid_at": payout.paid_at,
+            "failed_at": payout.failed_at,
+            "failure_reason": payout.failure_reason,
+        },
+    )
+
+
+# The webhook event of each status a payout moves to.
+STATUS_EVENTS: dict[str, str] = {
+    PayoutStatus.SUBMITTED: "payout.submitted",
+    PayoutStatus.PAID: "payout.paid",
+    PayoutStatus.FAILED: "payout.failed",
+}
+
+
 def _event_write(payout: Payout, change: StatusChange) -> PayoutEvent:
+    if change.to_status in STATUS_EVENTS:
+        _emit(payout, STATUS_EVENTS[change.to_status], change.at)
     return PayoutEvent.objects.create(
         payout=payout,
         from_status=change.from_status,
@@ -164,6 +199,7 @@ def payout_create(
         inputs={"amount": amount, "payable": payable, "statement": statement.pk},
         payout=payout,
     )
+    _emit(payout, "payout.created", now)
     return payout
 
 

@@ -33,6 +33,7 @@ from core.errors import Conflict
 from core.events import emit_to
 from core.lifecycle import StatusChange
 from core.money import Money, round_money
+from core.rows import insert
 from inventory.rules import currency_errors
 
 # Terms an amendment may change; parties and the number never change.
@@ -129,19 +130,21 @@ def event_record(
         and ContractEvent.objects.filter(contract=contract, dedupe_key=dedupe_key).exists()
     ):
         return None
-    event = ContractEvent.objects.create(
-        contract=contract,
-        kind=kind,
-        effective_at=effective_at,
-        explanation=explanation,
-        actor=actor,
-        inputs={key: json_value(value) for key, value in (inputs or {}).items()},
-        amount=amount.amount if amount is not None else None,
-        currency=amount.currency if amount is not None else "",
-        rate=rate,
-        from_status=from_status,
-        to_status=to_status,
-        dedupe_key=dedupe_key,
+    event = insert(
+        ContractEvent(
+            contract=contract,
+            kind=kind,
+            effective_at=effective_at,
+            explanation=explanation,
+            actor=actor,
+            inputs={key: json_value(value) for key, value in (inputs or {}).items()},
+            amount=amount.amount if amount is not None else None,
+            currency=amount.currency if amount is not None else "",
+            rate=rate,
+            from_status=from_status,
+            to_status=to_status,
+            dedupe_key=dedupe_key,
+        )
     )
     _contract_webhook(contract, event)
     return event
@@ -300,24 +303,26 @@ def contract_create(
     _check_parties(lessor, lessee)
     if term_end <= term_start:
         raise InvalidContract("term_end must be after term_start.", code="invalid_term")
-    contract = Contract.objects.create(
-        number=_next_contract_number(term_start.year),
-        lessor=lessor,
-        lessee=lessee,
-        term_start=term_start,
-        term_end=term_end,
-        currency=currency.upper(),
-        pricing_basis=pricing_basis,
-        base_rate_per_gpu_hour=base_rate_per_gpu_hour,
-        rate_per_million_input_tokens=rate_per_million_input_tokens,
-        rate_per_million_output_tokens=rate_per_million_output_tokens,
-        committed_gpus=committed_gpus,
-        committed_tokens_per_s=committed_tokens_per_s,
-        rent_per_node_month=rent_per_node_month,
-        rented_nodes=rented_nodes,
-        leased_model_slug=leased_model_slug,
-        reference_market_rate=reference_market_rate,
-        billing_anchor_day=billing_anchor_day,
+    contract = insert(
+        Contract(
+            number=_next_contract_number(term_start.year),
+            lessor=lessor,
+            lessee=lessee,
+            term_start=term_start,
+            term_end=term_end,
+            currency=currency.upper(),
+            pricing_basis=pricing_basis,
+            base_rate_per_gpu_hour=base_rate_per_gpu_hour,
+            rate_per_million_input_tokens=rate_per_million_input_tokens,
+            rate_per_million_output_tokens=rate_per_million_output_tokens,
+            committed_gpus=committed_gpus,
+            committed_tokens_per_s=committed_tokens_per_s,
+            rent_per_node_month=rent_per_node_month,
+            rented_nodes=rented_nodes,
+            leased_model_slug=leased_model_slug,
+            reference_market_rate=reference_market_rate,
+            billing_anchor_day=billing_anchor_day,
+        )
     )
     clauses_write_new(contract, clauses)
     terms = _check_terms(contract)

@@ -203,7 +203,7 @@ MONTH_LEGEND = [
     ),
     (
         "Resale",
-        "what buyers of resold time paid, split by each listing's terms: the provider's share "
+        "what buyers of resold time paid, split as billing booked it: the provider's share "
         "(in revenue), the resellers' proceeds and the marketplace fee (neither is revenue).",
     ),
     (

@@ -358,8 +358,9 @@ class UnitEconomicsSerializer(serializers.Serializer[Any]):
 class ResaleListingEconomicsSerializer(serializers.Serializer[Any]):
     """One sold listing from its seller's side, in the listing's currency, to the cent.
 
-    buyers_paid = provider_share + marketplace_fee + proceeds (each buyer document split by the
-    listing's terms: fee and provider share rounded, the seller gets the rest); margin = proceeds
+    buyers_paid = provider_share + marketplace_fee + proceeds (each buyer document split as billing
+    booked it: fee and provider share rounded, the seller the rest; credit notes take back pro
+    rata, the last one exactly what is left); margin = proceeds
     - cost_of_resold_hours (the resold GPU-hours at the seller's own contract rate).
     """
 

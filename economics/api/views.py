@@ -346,8 +346,9 @@ class UnitEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
 
 
 class ResaleEconomicsView(OrganizationScopedMixin, generics.GenericAPIView[Any]):
-    """A seller's resale: each sold listing, the GPU-hours resold, what the buyer paid split by
-    the listing's terms, and the margin over what those hours cost the seller.
+    """A seller's resale: each sold listing, the GPU-hours resold, what the buyer paid split as
+    billing booked it (its proceeds as its balance received them), and the margin over what
+    those hours cost the seller.
 
     Any organization reads its own sold listings (operators all); `listing=<id>` narrows to one,
     404 listing_not_found when it is not the caller's sold listing.

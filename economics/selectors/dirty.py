@@ -22,6 +22,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
+from core.bulk_rows import bulk_cursor
+
 # The rate look-up and the revenue digest are the fingerprints' own, so both digests agree on
 # what counts.
 from economics.selectors.fingerprints import FORMULA_VERSION, Rates, revenue_digest
@@ -77,7 +79,7 @@ def service_months(
     spans: dict[int, tuple[datetime, datetime]] = {}
     if not node_ids:
         return months, spans
-    with connection.cursor() as cursor:
+    with bulk_cursor() as cursor:
         cursor.execute(SERVICE_SPANS_SQL, {"node_ids": list(node_ids), "now": now})
         rows = cursor.fetchall()
     for node_id, start, end in rows:
@@ -91,12 +93,34 @@ def service_months(
     return months, spans
 
 
+def _month_bounds(month: date) -> tuple[datetime, datetime]:
+    following = next_month(month)
+    return (
+        datetime(month.year, month.month, 1, tzinfo=UTC),
+        datetime(following.year, following.month, 1, tzinfo=UTC),
+    )
+
+
 def _span_in(span: tuple[datetime, datetime], month: date) -> str:
     """The part of the month the node was in service (moves with `now` in the running month)."""
-    start = datetime(month.year, month.month, 1, tzinfo=UTC)
-    following = next_month(month)
-    end = datetime(following.year, following.month, 1, tzinfo=UTC)
+    start, end = _month_bounds(month)
     return f"{max(span[0], start).isoformat()}~{min(span[1], end).isoformat()}"
+
+
+class _Spans:
+    """`_span_in`, with the text of a whole month in service (most months) made once."""
+
+    def __init__(self) -> None:
+        self.whole: dict[date, tuple[datetime, datetime, str]] = {}
+
+    def __call__(self, span: tuple[datetime, datetime], month: date) -> str:
+        if month not in self.whole:
+            start, end = _month_bounds(month)
+            self.whole[month] = (start, end, f"{start.isoformat()}~{end.isoformat()}")
+        start, end, text = self.whole[month]
+        if span[0] <= start and span[1] >= end:
+            return text
+        return _span_in(span, month)
 
 
 def revenue_fingerprints(
@@ -109,19 +133,28 @@ def revenue_fingerprints(
     """Each node-month's digest of its span of service, its revenue pieces and the FX rates its
     conversions use."""
     rates = Rates()
+    span_text = _Spans()
+    # The rates part of a digest, per (currencies to convert, target, month): a few hundred.
+    used_by: dict[tuple[frozenset[str], str, date], str] = {}
     fingerprints = {}
     for node in nodes:
-        currency, site = node.capex_currency, node.site
-        costs = {site.power_currency, site.opex_currency}
-        for month in months.get(node.pk, []):
-            pieces = revenue.get((node.pk, month)) or []
-            sources = costs | {piece.currency for piece in pieces}
-            used = ",".join(
-                f"{source}:{rates(source, currency, month)}"
-                for source in sorted(sources - {currency})
-            )
+        in_service = months.get(node.pk)
+        if not in_service:
+            continue
+        currency, site, node_span = node.capex_currency, node.site, spans[node.pk]
+        costs = frozenset((site.power_currency, site.opex_currency))
+        for month in in_service:
+            pieces = revenue.get((node.pk, month))
+            sources = costs.union(piece.currency for piece in pieces) if pieces else costs
+            key = (sources, currency, month)
+            used = used_by.get(key)
+            if used is None:
+                used = used_by[key] = ",".join(
+                    f"{source}:{rates(source, currency, month)}"
+                    for source in sorted(sources - {currency})
+                )
             digest = revenue_digest(pieces) if pieces else "-"
-            span = _span_in(spans[node.pk], month)
+            span = span_text(node_span, month)
             fingerprints[node.pk, month] = hashlib.md5(
                 f"{FORMULA_VERSION}/{span}/{digest}/{used}".encode()
             ).hexdigest()

@@ -8,7 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
+from core.bulk_rows import bulk_cursor
 
 # A node's service as a range (from acquisition to its retirement or `now`; the node `n` and
 # its retirement `r`), and the join that finds the retirement: shared with the fingerprints.
@@ -183,7 +183,7 @@ def gpu_seconds(
         "end": end or now,
         "keep_empty": keep_empty,
     }
-    with connection.cursor() as cursor:
+    with bulk_cursor() as cursor:
         cursor.execute(GPU_SECONDS_SQL, params)
         return {
             (node_id, bucket): GpuSeconds(

@@ -1,10 +1,11 @@
 """A reseller's economics: the listings it sold, the GPU-hours resold, what their buyers paid split
-by each listing's terms, against what those hours cost the seller under its own contract.
+as billing booked it, against what those hours cost the seller under its own contract.
 
 Read on demand (nothing is stored): the buyers' invoice revenue is read as the asset months read
-it (issued invoices' lines less prepayment draws and deposit returns, less credit notes) and
-each document is split with `economics.resale.split_rounded` (fee and provider share rounded, the
-seller gets the rest). What the seller pays for the resold hours is their GPU-hours at its own
+it (issued invoices' lines less prepayment draws and deposit returns, less credit notes); each
+document's split is the one billing booked (`billing.ResaleProceeds`: the seller's proceeds as
+its balance received them), or, for a document billing has not split, `split_rounded` by the
+listing's terms. What the seller pays for the resold hours is their GPU-hours at its own
 contract's base rate (the rate the listing's floor was judged against).
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import QuerySet, Sum
 
-from billing.models import CreditNoteLine, InvoiceLine
+from billing.models import CreditNoteLine, InvoiceLine, ResaleProceeds
 from core.money import round_money
 from economics.resale import ResaleSplit, ResaleTerms, split_rounded
 from economics.selectors.gpu_hours import HOUR, HOURS
@@ -108,6 +109,27 @@ def _documents(contract_ids: list[int]) -> Iterable[tuple[int, str, str, Decimal
         yield contract_id, number, currency, -amount
 
 
+def _booked(contract_ids: list[int]) -> dict[str, ResaleSplit]:
+    """The split billing booked for each buyer's invoice and credit note, by document number (at
+    the currency's minor unit, as the ledger moved it)."""
+    rows = ResaleProceeds.objects.filter(
+        invoice__contract_id__in=contract_ids, invoice__status__in=COUNTED_STATUSES
+    ).values_list(
+        "invoice__number",
+        "credit_note__number",
+        "currency",
+        "provider_share",
+        "seller_amount",
+        "fee",
+    )
+    return {
+        credit_note or invoice or "": ResaleSplit(
+            round_money(share, currency), round_money(seller, currency), round_money(fee, currency)
+        )
+        for invoice, credit_note, currency, share, seller, fee in rows
+    }
+
+
 def resale_report(listings: QuerySet[ResaleListing]) -> list[ListingResale]:
     """Each sold listing with its resold GPU-hours, its buyer's payments split, and its margin."""
     sold = list(sold_listings(listings))
@@ -121,12 +143,13 @@ def resale_report(listings: QuerySet[ResaleListing]) -> list[ListingResale]:
         rows[listing.sublease.contract_id] = ListingResale(
             listing=listing, resold_gpu_hours=hours.get(listing.pk, ZERO), parent_rate=rate
         )
+    booked = _booked(list(rows))
     for contract_id, number, currency, amount in _documents(list(rows)):
         row = rows[contract_id]
         terms = ResaleTerms(
             row.listing.pk, row.listing.provider_share_pct, row.listing.marketplace_fee_pct
         )
-        part = split_rounded(amount, terms, currency)
+        part = booked.get(number) or split_rounded(amount, terms, currency)
         row.split = ResaleSplit(
             row.split.provider_share + part.provider_share,
             row.split.seller_proceeds + part.seller_proceeds,

@@ -1,14 +1,17 @@
 """Revenue attribution: which node earned which part of each invoice and credit-note line.
 
 A sublease's lines (a buyer of resold time pays the provider's contract at the listing's ask)
-are split by the listing's terms (`economics.resale`): each piece of them comes three times, as
-the provider's share, the seller's proceeds and the marketplace fee (`RevenuePiece.role`). Only
-the provider's pieces (its own contracts' lines and its share of buyers') are its asset revenue.
+are split as billing booked the document's split (`billing.ResaleProceeds`, see
+`economics.resale`): each piece of them comes three times, as the provider's share, the seller's
+proceeds and the marketplace fee (`RevenuePiece.role`). Only the provider's pieces (its own
+contracts' lines and its share of buyers') are its asset revenue.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -16,8 +19,9 @@ from typing import Any
 
 from django.db import connection
 
-from billing.models import CreditNoteLine, InvoiceLine, InvoiceStatus, LineKind
-from economics.resale import ResaleTerms, split_exact
+from billing.models import InvoiceStatus, LineKind, ResaleProceeds
+from core.bulk_rows import bulk_cursor
+from economics.resale import ResaleTerms, split_exact, terms_of_booked
 from leasing.models import ResaleListing, SlaSubscription
 
 ZERO = Decimal("0")
@@ -88,7 +92,12 @@ def month_shares(start: datetime, end: datetime) -> list[tuple[date, Decimal]]:
 
 
 def _weights(raw: dict[Any, Any]) -> dict[int, Decimal]:
-    return {int(node): Decimal(str(seconds)) for node, seconds in raw.items() if seconds}
+    """Seconds per node as stored (whole seconds are ints: exact without a detour via text)."""
+    return {
+        int(node): Decimal(seconds) if type(seconds) is int else Decimal(str(seconds))
+        for node, seconds in raw.items()
+        if seconds
+    }
 
 
 def _lease_weights() -> dict[int, dict[int, Decimal]]:
@@ -108,8 +117,32 @@ def _lease_weights() -> dict[int, dict[int, Decimal]]:
     return weights
 
 
+@dataclass(slots=True)
+class BookedSplits:
+    """The split billing booked for each resale invoice and credit note, as terms."""
+
+    invoices: dict[int, ResaleTerms] = field(default_factory=dict)
+    credit_notes: dict[int, ResaleTerms] = field(default_factory=dict)
+
+
+def resale_splits_booked() -> BookedSplits:
+    """Each sublease invoice's split and each of its credit notes' give-back, as booked."""
+    booked = BookedSplits()
+    rows = ResaleProceeds.objects.values_list(
+        "invoice_id", "credit_note_id", "listing_id", "base", "provider_share", "fee"
+    )
+    for invoice_id, credit_note_id, listing_id, base, share, fee in rows:
+        terms = terms_of_booked(listing_id, base=base, provider_share=share, marketplace_fee=fee)
+        if credit_note_id is None:
+            booked.invoices[invoice_id] = terms
+        else:
+            booked.credit_notes[credit_note_id] = terms
+    return booked
+
+
 def resale_terms_by_contract() -> dict[int, ResaleTerms]:
-    """Each sublease contract's split (its sold listing's terms), by the contract's id."""
+    """Each sublease contract's split by its sold listing's terms (for a document billing has not
+    split), by the contract's id."""
     rows = ResaleListing.objects.filter(sublease__isnull=False).values_list(
         "sublease__contract_id", "pk", "provider_share_pct", "marketplace_fee_pct"
     )
@@ -142,16 +175,77 @@ def _spread(
     document: str,
     terms: ResaleTerms | None = None,
 ) -> None:
+    """Each node's piece of each month: amount x the month's share x the node's weight / the
+    total weight (multiplied and divided in that order, so the digest of a month is stable)."""
     total = sum(weights.values(), ZERO)
+    pieces = attribution.pieces
     for month, month_share in month_shares(*window):
+        in_month = amount * month_share
         for node_id, weight in weights.items():
-            piece = amount * month_share * weight / total
-            pieces = attribution.pieces[node_id, month]
+            piece = in_month * weight / total
             if terms is None:
-                pieces.append(RevenuePiece(currency, kind, piece, document))
+                pieces[node_id, month].append(RevenuePiece(currency, kind, piece, document))
                 continue
+            on_node = pieces[node_id, month]
             for role, part in split_exact(piece, terms).as_roles().items():
-                pieces.append(RevenuePiece(currency, kind, part, document, role))
+                on_node.append(RevenuePiece(currency, kind, part, document, role))
+
+
+# Lines of issued invoices that are revenue, and credit notes' lines, read in one statement each
+# (the attribution needs every one: their placement depends on the other lines of the invoice).
+LINE_FIELDS = (
+    "id",
+    "invoice_id",
+    "invoice__contract_id",
+    "invoice__number",
+    "invoice__period_start",
+    "invoice__period_end",
+    "kind",
+    "amount",
+    "currency",
+    "service_start",
+    "service_end",
+    "inputs",
+)
+LINES_SQL = """
+SELECT l.id, l.invoice_id, i.contract_id, i.number, i.period_start, i.period_end, l.kind,
+       l.amount, l.currency, l.service_start, l.service_end, l.inputs
+FROM billing_invoiceline l JOIN billing_invoice i ON i.id = l.invoice_id
+WHERE i.status = ANY(%(counted)s) AND NOT l.kind = ANY(%(not_revenue)s)
+ORDER BY l.id
+"""
+CREDIT_FIELDS = (
+    "credit_note_id",
+    "invoice_line_id",
+    "amount",
+    "credit_note__number",
+    "credit_note__currency",
+    "credit_note__invoice_id",
+    "credit_note__invoice__contract_id",
+    "credit_note__invoice__number",
+    "credit_note__invoice__period_start",
+    "credit_note__invoice__period_end",
+)
+CREDITS_SQL = """
+SELECT cl.credit_note_id, cl.invoice_line_id, cl.amount, cn.number, cn.currency, cn.invoice_id,
+       i.contract_id, i.number, i.period_start, i.period_end
+FROM billing_creditnoteline cl
+JOIN billing_creditnote cn ON cn.id = cl.credit_note_id
+JOIN billing_invoice i ON i.id = cn.invoice_id
+WHERE i.status = ANY(%(counted)s)
+ORDER BY cl.credit_note_id, cl.id
+"""
+
+
+def _rows(sql: str, fields: Sequence[str]) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {"counted": list(COUNTED_STATUSES), "not_revenue": list(NOT_REVENUE)}
+    with bulk_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = [dict(zip(fields, row, strict=True)) for row in cursor.fetchall()]
+    for row in rows:
+        if isinstance(row.get("inputs"), str):  # Django loads jsonb as text
+            row["inputs"] = json.loads(row["inputs"])
+    return rows
 
 
 def revenue_attribute() -> Attribution:
@@ -162,41 +256,25 @@ def revenue_attribute() -> Attribution:
     or the lease's allocations when the invoice has none; a token contract's lines go to the
     nodes of its SLA offering by GPU count. Months share a line by its service window.
     Credit notes take their line's (or their invoice's) place with the opposite sign. A
-    sublease's lines (and credits) are split by its listing's terms.
+    sublease's lines (and credits) are split as billing booked the document's split.
     """
     attribution = Attribution()
-    resale = resale_terms_by_contract()
+    resale, booked = resale_terms_by_contract(), resale_splits_booked()
     lease_weights = _lease_weights()
     subscription_weights = _subscription_weights()
-    lines: list[dict[str, Any]] = [
-        dict(line)
-        for line in InvoiceLine.objects.filter(invoice__status__in=COUNTED_STATUSES)
-        .exclude(kind__in=NOT_REVENUE)
-        .values(
-            "id",
-            "invoice_id",
-            "invoice__contract_id",
-            "invoice__number",
-            "invoice__period_start",
-            "invoice__period_end",
-            "kind",
-            "amount",
-            "currency",
-            "service_start",
-            "service_end",
-            "inputs",
-        )
-        .order_by("id")
-    ]
+    lines = _rows(LINES_SQL, LINE_FIELDS)
+    # A card-hour line's own weights (the nodes it metered), read once per line.
+    metered: dict[int, dict[int, Decimal]] = {}
     invoice_weights: dict[int, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for line in lines:
         if line["kind"] == LineKind.CARD_HOURS:
-            for node_id, seconds in _weights(line["inputs"].get("gpu_seconds_by_node", {})).items():
+            own = metered[line["id"]] = _weights(line["inputs"].get("gpu_seconds_by_node", {}))
+            for node_id, seconds in own.items():
                 invoice_weights[line["invoice_id"]][node_id] += seconds
 
     def weights_of(line: dict[str, Any]) -> dict[int, Decimal]:
         if line["kind"] == LineKind.CARD_HOURS:
-            own = _weights(line["inputs"].get("gpu_seconds_by_node", {}))
+            own = metered.get(line["id"]) or _weights(line["inputs"].get("gpu_seconds_by_node", {}))
             if own:
                 return own
         contract_id = line["invoice__contract_id"]
@@ -224,22 +302,11 @@ def revenue_attribute() -> Attribution:
             line["amount"],
             weights_of(line),
             window_of(line),
-            terms=resale.get(line["invoice__contract_id"]),
+            terms=booked.invoices.get(line["invoice_id"])
+            or resale.get(line["invoice__contract_id"]),
         )
 
-    credits = CreditNoteLine.objects.filter(
-        credit_note__invoice__status__in=COUNTED_STATUSES
-    ).values(
-        "invoice_line_id",
-        "amount",
-        "credit_note__number",
-        "credit_note__currency",
-        "credit_note__invoice_id",
-        "credit_note__invoice__contract_id",
-        "credit_note__invoice__number",
-        "credit_note__invoice__period_start",
-        "credit_note__invoice__period_end",
-    )
+    credits = _rows(CREDITS_SQL, CREDIT_FIELDS)
     for credit in credits:
         credited = by_id.get(credit["invoice_line_id"])
         as_line = {
@@ -265,7 +332,8 @@ def revenue_attribute() -> Attribution:
             -credit["amount"],
             weights,
             window_of(as_line),
-            terms=resale.get(as_line["invoice__contract_id"]),
+            terms=booked.credit_notes.get(credit["credit_note_id"])
+            or resale.get(as_line["invoice__contract_id"]),
         )
     return attribution
 

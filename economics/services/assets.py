@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.money import round_money
@@ -327,6 +327,25 @@ def asset_economics_refresh(
     Returns (nodes, months written, unattributed revenue lines).
     """
     now = now or timezone.now()
+    with transaction.atomic():
+        _job_settings()
+        return _refresh(now=now, node_ids=node_ids, full=full)
+
+
+# The job's statements are few and large: compiling them with PostgreSQL's JIT costs more than it
+# saves (about 0.9 s of a 1.5 s statement at 10,000 nodes), and their sorts fit in memory.
+JOB_SETTINGS_SQL = "SET LOCAL jit = off; SET LOCAL work_mem = '64MB'"
+
+
+def _job_settings() -> None:
+    """Session settings for the job's transaction only (SET LOCAL: gone at its end)."""
+    with connection.cursor() as cursor:
+        cursor.execute(JOB_SETTINGS_SQL)
+
+
+def _refresh(
+    *, now: datetime, node_ids: Sequence[int] | None, full: bool
+) -> tuple[int, int, list[dict[str, str]]]:
     nodes = Node.objects.select_related("site").order_by("pk")
     if node_ids is not None:
         nodes = nodes.filter(pk__in=node_ids)
@@ -352,38 +371,37 @@ def asset_economics_refresh(
                 }
                 for piece in pieces
             )
-    with transaction.atomic():
-        plan = _plan(ids, months, fingerprints, every_node=node_ids is None, full=full)
-        buckets = _buckets(plan, now)
-        first = {node_id: months[node_id][0] for node_id, start in plan.start.items() if start}
-        prior = earlier_months(
-            since=first, before={node_id: start for node_id, start in plan.start.items() if start}
-        )
-        fx = FxTable.load()
-        results = []
-        for node in node_list:
-            if node.pk not in plan.start:
-                continue
-            revenue = {
-                month: attribution.pieces[node.pk, month]
-                for month in buckets.get(node.pk, {})
-                if (node.pk, month) in attribution.pieces
-            }
-            own = {m: fingerprints[node.pk, m] for m in months.get(node.pk, [])}
-            results.append(
-                node_months(
-                    node,
-                    buckets.get(node.pk, {}),
-                    revenue,
-                    fx,
-                    now,
-                    earlier=prior.get(node.pk),
-                    fingerprints=own,
-                )
+    plan = _plan(ids, months, fingerprints, every_node=node_ids is None, full=full)
+    buckets = _buckets(plan, now)
+    first = {node_id: months[node_id][0] for node_id, start in plan.start.items() if start}
+    prior = earlier_months(
+        since=first, before={node_id: start for node_id, start in plan.start.items() if start}
+    )
+    fx = FxTable.load()
+    results = []
+    for node in node_list:
+        if node.pk not in plan.start:
+            continue
+        revenue = {
+            month: attribution.pieces[node.pk, month]
+            for month in buckets.get(node.pk, {})
+            if (node.pk, month) in attribution.pieces
+        }
+        own = {m: fingerprints[node.pk, m] for m in months.get(node.pk, [])}
+        results.append(
+            node_months(
+                node,
+                buckets.get(node.pk, {}),
+                revenue,
+                fx,
+                now,
+                earlier=prior.get(node.pk),
+                fingerprints=own,
             )
-        written = asset_rows_write(
-            months=(row for result in results for row in result.months),
-            paybacks=(result.payback for result in results),
-            stale=plan.stale,
         )
+    written = asset_rows_write(
+        months=(row for result in results for row in result.months),
+        paybacks=(result.payback for result in results),
+        stale=plan.stale,
+    )
     return len(node_list), written, attribution.unattributed

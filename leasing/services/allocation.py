@@ -28,6 +28,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
 
+from core.rows import insert_many
 from core.text import counted, noun
 from inventory.models import Gpu, Node
 from leasing.choices import AllocationEnd, HoldStatus
@@ -54,6 +55,13 @@ class Placement:
     node_of: dict[int, int] = field(default_factory=dict)  # node id of each GPU placed
 
 
+# An offer's pool when it names no nodes: every node of its model at its site (fixed SQL: it runs
+# on every lease and hold; docs/architecture.md, "Request path costs").
+POOL_NODES_SQL = f"""
+SELECT n.id FROM {Node._meta.db_table} n
+WHERE n.site_id = %s AND n.gpu_model_id = %s ORDER BY n.id"""
+
+
 def pool_node_ids(offer: Offer) -> list[int]:
     """Nodes behind an offer: the named ones, else every node of its model at its site.
 
@@ -63,11 +71,9 @@ def pool_node_ids(offer: Offer) -> list[int]:
     named = [node.pk for node in offer.nodes.all()]
     if named:
         return sorted(named)
-    return sorted(
-        Node.objects.filter(site_id=offer.site_id, gpu_model_id=offer.gpu_model_id).values_list(
-            "pk", flat=True
-        )
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(POOL_NODES_SQL, [offer.site_id, offer.gpu_model_id])
+        return [node_id for (node_id,) in cursor.fetchall()]
 
 
 def hold_allocations_release(hold: Hold, *, at: datetime) -> int:
@@ -169,11 +175,19 @@ def free_gpus(
     return by_node
 
 
-def free_gpu_count(offer: Offer, *, start: datetime, end: datetime, may_preempt: bool) -> int:
-    """How many GPUs of the offer are free for the whole window (no locks)."""
-    free = free_gpus(
-        pool_node_ids(offer), start=start, end=end, may_preempt=may_preempt, lock=False
-    )
+def free_gpu_count(
+    offer: Offer,
+    *,
+    start: datetime,
+    end: datetime,
+    may_preempt: bool,
+    node_ids: list[int] | None = None,
+) -> int:
+    """How many GPUs of the offer (of its pool `node_ids`, when read already) are free for the
+    whole window (no locks)."""
+    if node_ids is None:
+        node_ids = pool_node_ids(offer)
+    free = free_gpus(node_ids, start=start, end=end, may_preempt=may_preempt, lock=False)
     return sum(len(ids) for ids in free.values())
 
 
@@ -218,22 +232,19 @@ def _booking_of(allocation: Allocation) -> Booking:
 
 
 def _cheapest_preemption(
-    node_ids: list[int],
     free: dict[int, list[int]],
+    reachable: dict[int, list[int]],
     *,
     count: int,
     start: datetime,
     end: datetime,
     cut_at: datetime,
-    exclude: set[int],
 ) -> tuple[list[int], list[int]] | None:
-    """Every truly free GPU plus the cheapest interruptible GPUs to cut (leasing.preemption);
-    returns (free GPU ids, GPU ids to cut) or None when even preemption cannot meet `count`."""
+    """Every truly free GPU plus the cheapest interruptible GPUs to cut (leasing.preemption),
+    `reachable` being the GPUs free once interruptible bookings may be cut; returns (free GPU
+    ids, GPU ids to cut) or None when even preemption cannot meet `count`."""
     free_ids = sorted(gpu for ids in free.values() for gpu in ids)
     needed = count - len(free_ids)
-    reachable = free_gpus(
-        node_ids, start=start, end=end, may_preempt=True, lock=False, exclude=exclude
-    )
     truly_free = set(free_ids)
     candidate_ids = sorted(
         gpu for ids in reachable.values() for gpu in ids if gpu not in truly_free
@@ -310,10 +321,16 @@ def place(
     cut_at = preemption_cut_time(offer, start=start, now=now)
     busy_elsewhere: set[int] = set()
     expired_lapsed = False
+    free_now: int | None = None
     for _ in range(MAX_PLACEMENT_ATTEMPTS):
+        # What the refusal reports as free, when this attempt's read counted the whole pool
+        # (nothing excluded) in the request's own mode: not read a second time.
+        free_now = None
         free = free_gpus(
             node_ids, start=start, end=end, may_preempt=False, lock=False, exclude=busy_elsewhere
         )
+        if not busy_elsewhere and not may_preempt:
+            free_now = sum(len(ids) for ids in free.values())
         choice = gpus_choose(free, count)
         if choice is None and not expired_lapsed:
             expired_lapsed = True
@@ -321,14 +338,18 @@ def place(
                 continue
         to_cut: list[int] = []
         if choice is None and may_preempt:
+            reachable = free_gpus(
+                node_ids, start=start, end=end, may_preempt=True, lock=False, exclude=busy_elsewhere
+            )
+            if not busy_elsewhere:
+                free_now = sum(len(ids) for ids in reachable.values())
             preemption = _cheapest_preemption(
-                node_ids,
                 free,
+                reachable,
                 count=count,
                 start=start,
                 end=end,
                 cut_at=cut_at,
-                exclude=busy_elsewhere,
             )
             if preemption is not None:
                 free_ids, to_cut = preemption
@@ -346,7 +367,10 @@ def place(
             preempt = _preemptible_overlaps(sorted(to_cut), start=start, end=end) if to_cut else []
             return Placement(gpu_ids=sorted(got), placement=placement, preempt=preempt, node_of=got)
         busy_elsewhere |= set(wanted) - set(got)
-    free_now = free_gpu_count(offer, start=start, end=end, may_preempt=may_preempt)
+    if free_now is None:
+        free_now = free_gpu_count(
+            offer, start=start, end=end, may_preempt=may_preempt, node_ids=node_ids
+        )
     raise CapacityGone(
         f"Only {counted(free_now, 'GPU')} of this offer {noun(free_now, 'is', 'are')} free for "
         f"the whole window; {count} {noun(count, 'was', 'were')} asked for.",
@@ -384,7 +408,7 @@ def allocations_create(
     ]
     try:
         with transaction.atomic():
-            return Allocation.objects.bulk_create(rows)
+            return insert_many(rows)  # bulk_create's INSERT, written once
     except IntegrityError as exc:
         if "allocation_no_double_booking" not in str(exc):
             raise

@@ -14,6 +14,7 @@ from typing import Any
 from contracts.services import json_value
 from core.events import emit_to
 from core.lifecycle import StatusChange
+from core.rows import insert
 from leasing.choices import HOLD_LIFECYCLE, LEASE_LIFECYCLE, LeaseEventKind, LeaseStatus
 from leasing.hooks import lease_hooks_run
 from leasing.models import Hold, Lease, LeaseEvent, Offer
@@ -84,15 +85,17 @@ def lease_event_record(
     to_status: str = "",
 ) -> LeaseEvent:
     """Write one row of a lease's history (and its webhook event, in the same transaction)."""
-    event = LeaseEvent.objects.create(
-        lease=lease,
-        kind=kind,
-        effective_at=effective_at,
-        explanation=explanation,
-        actor=actor,
-        inputs=_inputs(inputs),
-        from_status=from_status,
-        to_status=to_status,
+    event = insert(
+        LeaseEvent(
+            lease=lease,
+            kind=kind,
+            effective_at=effective_at,
+            explanation=explanation,
+            actor=actor,
+            inputs=_inputs(inputs),
+            from_status=from_status,
+            to_status=to_status,
+        )
     )
     _lease_webhook(event, lease)
     return event
@@ -110,15 +113,17 @@ def hold_event_record(
     to_status: str = "",
 ) -> LeaseEvent:
     """Write one row of a hold's history."""
-    return LeaseEvent.objects.create(
-        hold=hold,
-        kind=kind,
-        effective_at=effective_at,
-        explanation=explanation,
-        actor=actor,
-        inputs=_inputs(inputs),
-        from_status=from_status,
-        to_status=to_status,
+    return insert(
+        LeaseEvent(
+            hold=hold,
+            kind=kind,
+            effective_at=effective_at,
+            explanation=explanation,
+            actor=actor,
+            inputs=_inputs(inputs),
+            from_status=from_status,
+            to_status=to_status,
+        )
     )
 
 

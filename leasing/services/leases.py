@@ -19,6 +19,7 @@ from accounts.models import Organization
 from contracts.choices import ContractStatus
 from contracts.models import Contract
 from core.errors import Conflict, ValidationFailed
+from core.rows import insert
 from core.tags import Tags, tags_clean
 from core.text import counted
 from leasing.admission import Admission, admit
@@ -153,23 +154,26 @@ def _lease_row(
         if contract.status == ContractStatus.PENDING_ACCEPTANCE
         else LeaseStatus.ACTIVE
     )
-    lease = Lease.objects.create(
-        customer=customer,
-        offer=request.offer,
-        contract=contract,
-        hold=hold,
-        gpu_count=request.gpu_count,
-        start=request.start,
-        end=request.end,
-        pricing_mode=request.pricing_mode,
-        term_months=request.term_months,
-        price_per_gpu_hour=rate,
-        price_per_node_month=rent.per_node_month if rent is not None else None,
-        currency=request.offer.currency,
-        status=status,
-        placement=placement,
-        workload=workload,
-        tags=tags,
+    # One fixed INSERT (core.rows.insert is save() of a new row without compiling it).
+    lease = insert(
+        Lease(
+            customer=customer,
+            offer=request.offer,
+            contract=contract,
+            hold=hold,
+            gpu_count=request.gpu_count,
+            start=request.start,
+            end=request.end,
+            pricing_mode=request.pricing_mode,
+            term_months=request.term_months,
+            price_per_gpu_hour=rate,
+            price_per_node_month=rent.per_node_month if rent is not None else None,
+            currency=request.offer.currency,
+            status=status,
+            placement=placement,
+            workload=workload,
+            tags=tags,
+        )
     )
     source = f"hold {hold.pk}" if hold is not None else f"offer {request.offer}"
     waiting = (

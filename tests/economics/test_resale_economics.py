@@ -19,8 +19,10 @@ import pytest
 import time_machine
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models import Sum
 
-from billing.models import GrantKind, Invoice, LineKind
+from billing.models import GrantKind, Invoice, LineKind, ResaleProceeds
+from billing.services.documents import credit_note_issue
 from billing.services.grants import credit_grant_create
 from economics.models import AssetMonth, AssetPayback, DirtyMonth, EconomicsRun
 from economics.resale import ResaleTerms, split_exact, split_rounded
@@ -232,6 +234,45 @@ def test_the_seller_sees_its_proceeds_and_margin_to_the_cent(
     ]
     one = client_for(customer, "read").get(f"{RESALE}?listing={listing.pk}")
     assert one.json()["results"] == body["results"]
+
+
+def test_credit_notes_split_as_billing_booked_them_so_the_report_agrees_with_the_ledger(
+    resold: dict[str, Any], client_for: Any, customer: Any
+) -> None:
+    listing = resold["listing"]
+    buyer_invoice = Invoice.objects.get(contract=listing.sublease.contract)
+    # The whole 288.00 credited in three notes; the last one completes the credit, so billing
+    # takes back exactly what is left of the fee and the proceeds (not its own percentages).
+    notes = [Decimal("0.09"), Decimal("0.09"), Decimal("287.82")]
+    for amount in notes:
+        credit_note_issue(invoice=buyer_invoice, reason="Goodwill", actor="ops", amount=amount)
+    booked = ResaleProceeds.objects.filter(invoice=buyer_invoice).aggregate(
+        fee=Sum("fee"), share=Sum("provider_share"), seller=Sum("seller_amount")
+    )
+    assert booked == {"fee": 0, "share": 0, "seller": 0}
+    # The listing's terms applied to each document would leave a cent on each side.
+    terms = ResaleTerms(listing.pk, listing.provider_share_pct, listing.marketplace_fee_pct)
+    by_terms = [split_rounded(Decimal("288.00"), terms, "USD")] + [
+        split_rounded(-amount, terms, "USD") for amount in notes
+    ]
+    assert sum(part.marketplace_fee for part in by_terms) == Decimal("0.01")
+    assert sum(part.seller_proceeds for part in by_terms) == Decimal("-0.01")
+
+    body = client_for(customer, "read").get(RESALE).json()
+    [row] = body["results"]
+    assert (row["buyers_paid"], row["provider_share"], row["marketplace_fee"]) == (
+        "0.00",
+        "0.00",
+        "0.00",
+    )
+    assert row["proceeds"] == "0.00"
+    assert len(row["documents"]) == 4
+
+    nightly(at(3, 1, 3))
+    february = AssetMonth.objects.get(node=resold["node"], month=date(2027, 2, 1))
+    assert (february.resale_provider_share, february.reseller_proceeds) == (0, 0)
+    assert february.marketplace_fee == 0
+    assert february.revenue == Decimal("12257.28")  # the seller's invoice alone
 
 
 def test_only_the_seller_and_operators_see_a_sale_in_the_resale_report(

@@ -22,13 +22,20 @@ pytestmark = pytest.mark.django_db
 LEASES, HOLDS = "/api/v1/leases/", "/api/v1/holds/"
 
 # POST /api/v1/leases/ from an offer and a window, with an Idempotency-Key, once the process is
-# warm: authentication, the key's record, the offer and its named nodes, the admission checks,
-# the fixing of reference, the pool, the free GPUs read then locked, the contract (number, row,
-# clauses, history, events, put in force), the lease and its history and webhook rows, the
-# allocations, the answer read back and stored on the key. 50 statements (22 SELECTs) before
-# the expired-hold sweep left the request and the contract stopped reading back its clauses.
-LEASE_STATEMENTS = 35
-LEASE_SELECTS = 13
+# warm: authentication, the key's record, the offer with its named nodes (one statement), the
+# admission checks, the fixing of reference, the pool, the free GPUs read then locked, the
+# contract (number, row, clauses, history, events, put in force), the lease and its history and
+# webhook rows, the allocations, the answer read back (two statements) and stored on the key.
+# 50 statements (22 SELECTs) before the expired-hold sweep left the request and the contract
+# stopped reading back its clauses; 35 (13) before the offer's nodes were read with it.
+LEASE_STATEMENTS = 33
+LEASE_SELECTS = 12
+# The same request when the window is full (409 capacity_gone): authentication, the key's
+# record, the offer, the admission checks, the fixing, the pool, the free GPUs, the expired holds
+# in the way, the GPUs free if interruptible ones were cut (counted for the answer too), the
+# answer stored on the key.
+FULL_STATEMENTS = 17
+FULL_SELECTS = 10
 
 
 def window(offer: Any, count: int, *, start_in_hours: int = 1, hours: int = 4) -> dict[str, Any]:
@@ -66,6 +73,27 @@ def test_a_lease_through_the_api_runs_a_fixed_number_of_statements(client_for, p
     ]
     assert clause_reads == []
     assert Lease.objects.get(pk=response.json()["id"]).contract.clauses.get().kind == ("exit_terms")
+
+
+def test_a_lease_refused_for_want_of_capacity_runs_a_fixed_number_of_statements(
+    client_for, provider, customer
+):
+    offer, _ = make_pool(provider, nodes=1)
+    client = client_for(customer)
+    warm = client.post(
+        LEASES, window(offer, 8), format="json", headers={"Idempotency-Key": "warm-up"}
+    )
+    assert warm.status_code == 201, warm.json()
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(
+            LEASES, window(offer, 2), format="json", headers={"Idempotency-Key": "counted"}
+        )
+    assert response.status_code == 409, response.json()
+    assert response.json()["code"] == "capacity_gone"
+    assert response.json()["detail"] == {"free_gpus": 0, "requested": 2}
+    kinds = statement_kinds(captured.captured_queries)
+    assert len(captured.captured_queries) <= FULL_STATEMENTS, kinds
+    assert kinds["SELECT"] <= FULL_SELECTS, kinds
 
 
 def test_a_lease_leaves_expired_holds_out_of_its_way_to_the_beat_task(

@@ -37,6 +37,10 @@ ALL_TYPES = [
     "balance.low",
     "deposit.held",
     "deposit.released",
+    "payout.created",
+    "payout.submitted",
+    "payout.paid",
+    "payout.failed",
 ]
 
 

@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 import time_machine
 from celery import current_app
+from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Organization
-from billing.models import GrantKind, InvoiceStatus
+from billing.models import GrantKind, InvoiceStatus, Payout
 from billing.services.budgets import budget_create
 from billing.services.documents import credit_note_issue, invoice_mark_paid
 from billing.services.funds_policy import funds_policies_evaluate, funds_policy_set
 from billing.services.grants import credit_grant_create
+from billing.services.payout_runs import payout_run
 from billing.services.top_ups import top_up_record
 from billing.services.usage_alerts import usage_alert_rule_create
 from billing.tasks import evaluate_budgets, evaluate_usage_alerts, ingest_rollup_refresh
@@ -422,6 +424,59 @@ def test_a_parent_lease_ending_early_tells_the_buyer_and_the_seller_its_sublease
         assert ended["parent_lease_id"] == lease["id"]
         assert ended["rule"] == "continue_under_provider"
         assert ended["parent_end"] == "2027-01-07T00:00:00+00:00"
+
+
+def test_a_payout_tells_the_provider_when_it_is_made_sent_paid_or_failed(
+    receiver: Receiver,
+    provider: Organization,
+    customer: Organization,
+    admin_client: Client,
+    settings: Any,
+    tmp_path: Any,
+):
+    settings.MEDIA_ROOT = str(tmp_path)  # the statement PDF and the bank-transfer export
+    theirs, ours = listen(provider, receiver), listen(customer, receiver)
+    make_issued_invoice(provider, customer, status=InvoiceStatus.PAID)  # January, paid 1 Feb
+    # The run of 2 March states February and pays it by export (no Stripe account).
+    payout_run(now=datetime(2026, 3, 2, 4, tzinfo=UTC))
+    payout = Payout.objects.get()
+    confirmed = admin_client.post(
+        "/admin/billing/payout/", {"action": "confirm_paid", "_selected_action": [payout.pk]}
+    )
+    assert confirmed.status_code == 302
+    pump()
+    found = heard(receiver, theirs)
+    [created] = of_type(found, "payout.created")
+    [submitted] = of_type(found, "payout.submitted")
+    [paid] = of_type(found, "payout.paid")
+    for data in (created, submitted, paid):
+        assert (data["payout_id"], data["statement_id"]) == (payout.pk, payout.statement_id)
+        assert (data["period"], data["currency"]) == ("2026-02", "USD")
+        assert Decimal(data["amount"]) == payout.amount > 0
+    assert (created["status"], submitted["status"], paid["status"]) == (
+        "pending",
+        "submitted",
+        "paid",
+    )
+    assert submitted["method"] == "export"
+    assert paid["paid_at"] is not None
+    # The customer hears nothing of the provider's payouts.
+    assert not [kind for kind, _ in heard(receiver, ours) if kind.startswith("payout.")]
+
+    # A second month's payout that the bank returned: the operator marks it failed.
+    make_issued_invoice(
+        provider, customer, status=InvoiceStatus.PAID, period_start=datetime(2026, 2, 1, tzinfo=UTC)
+    )
+    payout_run(now=datetime(2026, 4, 2, 4, tzinfo=UTC))
+    second = Payout.objects.exclude(pk=payout.pk).get()
+    failed = admin_client.post(
+        "/admin/billing/payout/", {"action": "mark_failed", "_selected_action": [second.pk]}
+    )
+    assert failed.status_code == 302
+    pump()
+    [gone] = of_type(heard(receiver, theirs), "payout.failed")
+    assert (gone["payout_id"], gone["status"]) == (second.pk, "failed")
+    assert gone["failure_reason"].startswith("Marked failed by")
 
 
 def test_every_event_type_was_emitted_by_a_trigger_above():

@@ -44,7 +44,8 @@ from leasing.api.serializers.leases import (
 )
 from leasing.choices import PriceBasis, PricingMode, Workload
 from leasing.models import Allocation, Hold, Lease, LeaseEvent, Offer, PreemptionNotice, Quote
-from leasing.selectors import offers_visible
+from leasing.selectors.answers import lease_answer
+from leasing.selectors.visibility import offer_visible
 from leasing.services.acceptance import (
     lease_acceptance_claim_confirm,
     lease_acceptance_claim_dispute,
@@ -66,12 +67,11 @@ ALLOCATIONS = Prefetch(
         "gpu__node_id", "gpu__index"
     ),
 )
-NO_NOTICES = PreemptionNotice.objects.none()
-# The answer to a new lease reads back only what LeaseSerializer shows: the lease's and its
-# allocations' own columns, and from the joined rows the few it names (a contract's number and
-# status, slugs, a GPU's index, a node's hostname). Selecting every column of the eight joined
-# tables cost more CPU than the rest of the request's reads together (docs/architecture.md,
-# "Request path costs"). Only for answers: objects handed to services keep every column.
+# The answer to a new hold reads back only what HoldSerializer shows: the allocations' own
+# columns, and from the joined rows the few it names (a GPU's index, a node's hostname, a model's
+# slug). Selecting every column of the joined tables cost more CPU than the rest of the request's
+# reads together (docs/architecture.md, "Request path costs"). Only for answers: objects handed to
+# services keep every column.
 ANSWER_ALLOCATIONS = Prefetch(
     "allocations",
     queryset=Allocation.objects.select_related("gpu__node", "node__gpu_model")
@@ -83,15 +83,11 @@ ANSWER_ALLOCATIONS = Prefetch(
     )
     .order_by("gpu__node_id", "gpu__index"),
 )
-LEASE_ANSWER_COLUMNS = (
-    *(field.name for field in Lease._meta.concrete_fields),
-    "contract__number",
-    "contract__status",
-    "contract__billing_start",
-    "customer__slug",
-    "offer__provider__slug",
-    "offer__gpu_model__slug",
-)
+# The answer to a new lease: read by leasing.selectors.answers in two fixed statements and shown
+# by one serializer built once per process (building LeaseSerializer's fields, not showing them,
+# was most of its cost; it keeps no state between calls).
+LEASE_ANSWER = LeaseSerializer()
+LEASE_ANSWER.fields  # noqa: B018  (built now, not by the first requests racing each other)
 
 
 def _actor(request: Request) -> str:
@@ -107,7 +103,7 @@ def _require_customer(request: Request) -> Any:
 
 def _visible_offer(offer_id: int | None, caller: Caller) -> Offer:
     # Only offers the caller may read: another provider's paused offer is 404, not offer_paused.
-    offer = offers_visible(caller=caller).filter(pk=offer_id).first() if offer_id else None
+    offer = offer_visible(offer_id, caller=caller) if offer_id else None
     if offer is None:
         raise NotFound("No such offer.", code="offer_not_found")
     return offer
@@ -226,12 +222,10 @@ class LeaseViewSet(
             lease = lease_create(quote=_own_quote(data["quote"], customer), **common)
         else:
             lease = lease_create(request=_window_request(data, self.caller), **common)
-        # A lease just made has no preemption notices yet: `.none()` answers without a query.
-        created = self.get_queryset().prefetch_related(None).only(*LEASE_ANSWER_COLUMNS)
-        created = created.prefetch_related(ANSWER_ALLOCATIONS, Prefetch("preemptions", NO_NOTICES))
-        return Response(
-            LeaseSerializer(created.get(pk=lease.pk)).data, status=status.HTTP_201_CREATED
-        )
+        # The caller's own lease, just made (so within get_queryset's scope), as LeaseSerializer
+        # shows it.
+        answer = LEASE_ANSWER.to_representation(lease_answer(lease.pk))
+        return Response(answer, status=status.HTTP_201_CREATED)
 
     def _as_customer(self, lease: Lease) -> None:
         caller = self.caller
