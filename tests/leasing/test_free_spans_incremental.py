@@ -4,11 +4,14 @@ searches find the span holding a moment whatever its length (leasing 0020)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import cast
 
 import pytest
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 
+from accounts.models import Organization
+from inventory.models import Node
 from leasing.choices import PricingMode
 from leasing.selectors import CapacityFilters, Window, capacity_sql
 from tests.factories import ProviderFactory
@@ -45,9 +48,14 @@ def _rows(sql_params):
         return cursor.fetchall()
 
 
+def _pool(nodes: int) -> list[Node]:
+    """The nodes (two GPUs each) of a new offer's pool."""
+    offer = make_offer(cast(Organization, ProviderFactory()), nodes=nodes, gpus_per_node=2)
+    return list(offer.pool_nodes)  # type: ignore[attr-defined]  # set by make_offer
+
+
 def test_a_booking_rewrites_only_the_spans_from_the_gpus_previous_booking_on():
-    offer = make_offer(ProviderFactory(), nodes=1, gpus_per_node=2)
-    first, second = gpus_of(offer.pool_nodes)
+    first, second = gpus_of(_pool(1))
     base = hour_from_now(2)
     at = lambda hours: base + timedelta(hours=hours)  # noqa: E731
     busy([first, second], at(0), at(2))
@@ -65,8 +73,7 @@ def test_a_booking_rewrites_only_the_spans_from_the_gpus_previous_booking_on():
 
 
 def test_cutting_a_booking_short_rebuilds_from_the_span_before_it():
-    offer = make_offer(ProviderFactory(), nodes=1, gpus_per_node=2)
-    first, second = gpus_of(offer.pool_nodes)
+    first, second = gpus_of(_pool(1))
     base = hour_from_now(2)
     at = lambda hours: base + timedelta(hours=hours)  # noqa: E731
     busy([first], at(0), at(1))
@@ -84,8 +91,7 @@ def test_cutting_a_booking_short_rebuilds_from_the_span_before_it():
 
 @pytest.mark.parametrize("mode", [PricingMode.ON_DEMAND, PricingMode.INTERRUPTIBLE])
 def test_a_search_finds_spans_of_every_length_class_and_open_ones(mode):
-    offer = make_offer(ProviderFactory(), nodes=2, gpus_per_node=2)
-    node_a, node_b = offer.pool_nodes
+    node_a, node_b = _pool(2)
     gpu_a, _ = gpus_of([node_a])
     base = hour_from_now(2)
     at = lambda hours: base + timedelta(hours=hours)  # noqa: E731
@@ -108,8 +114,7 @@ def test_a_search_finds_spans_of_every_length_class_and_open_ones(mode):
 
 
 def test_a_rebuild_starting_inside_a_span_keeps_that_span_whole():
-    offer = make_offer(ProviderFactory(), nodes=1, gpus_per_node=2)
-    first, _ = gpus_of(offer.pool_nodes)
+    first, _ = gpus_of(_pool(1))
     base = hour_from_now(2)
     at = lambda hours: base + timedelta(hours=hours)  # noqa: E731
     busy([first], at(0), at(2))
