@@ -6,17 +6,26 @@ of a full row goes through its field's database converters (JSON, ranges) exactl
 read does, so the objects handed on hold the same values. Writes: `insert` is `Model.save()` of
 a new row (signals, auto_now_add, each field's own database preparation) with its INSERT
 written once per model.
+
+`bulk_cursor` is the read side for statements returning many rows with timestamps: Django loads
+every `timestamptz` through a Python subclass of psycopg's loader (to attach the connection's
+time zone), about 5 µs a value, a second for the 190,000 timestamps the nightly economics job
+reads at 10,000 nodes; psycopg's own loader (C, in psycopg[binary]) gives the same instants in
+the session's time zone (UTC, USE_TZ), three times faster, registered on that one cursor only.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Model
 from django.db.models.signals import post_save, pre_save
+from psycopg.types.datetime import TimestamptzLoader
 
 Converter = Callable[[Any, Any, Any], Any]
 M = TypeVar("M", bound=Model)
@@ -140,3 +149,11 @@ def insert_many(instances: Sequence[M]) -> list[M]:
         instance._state.adding = False
         instance._state.db = alias
     return list(instances)
+
+
+@contextmanager
+def bulk_cursor() -> Iterator[CursorWrapper]:
+    """A cursor of the default connection that loads timestamps with psycopg's own loader."""
+    with connection.cursor() as cursor:
+        cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        yield cursor

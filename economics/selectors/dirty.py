@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection
 
-from core.bulk_rows import bulk_cursor
+from core.rows import bulk_cursor
 
 # The rate look-up and the revenue digest are the fingerprints' own, so both digests agree on
 # what counts.

@@ -8,7 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from core.bulk_rows import bulk_cursor
+from core.rows import bulk_cursor
 
 # A node's service as a range (from acquisition to its retirement or `now`; the node `n` and
 # its retirement `r`), and the join that finds the retirement: shared with the fingerprints.

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import connection
 
 from billing.models import InvoiceStatus, LineKind, ResaleProceeds
-from core.bulk_rows import bulk_cursor
+from core.rows import bulk_cursor
 from economics.resale import ResaleTerms, split_exact, terms_of_booked
 from leasing.models import ResaleListing, SlaSubscription
 
