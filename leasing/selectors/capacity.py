@@ -28,8 +28,8 @@ from leasing.selectors.free import (
     POOL_SQL,
     SEARCH_FREE_PER_NODE_SQL,
     SPANS_FREE_CTE_SQL,
+    SPANS_FREE_JOIN_SQL,
     SPANS_FREE_PER_NODE_PROBE_SQL,
-    SPANS_FREE_PER_NODE_SQL,
     free_params,
     may_preempt_for,
     span_column,
@@ -136,16 +136,23 @@ CASE %(mode)s::text
       LIMIT 1)) / 100, 6)
 END"""
 
-# Measured availability of a pool over the last 90 days: GPU-seconds lost to outages (a node-wide
-# outage costs every GPU of the node) over GPU-seconds in the period. Outages of one node never
-# overlap each other (inventory's constraints and services), so the seconds simply add up.
-_RELIABILITY_SQL = """
+# Each offer's pool in one pass: its size, its free GPUs for the window (`{free_join}` finds each
+# node's free GPUs, for nodes with some: the CTE free_per_node, or for a broad search the spans
+# containing the start, joined to the pool directly), and its measured availability over the last
+# 90 days: GPU-seconds lost to outages (a node-wide outage costs every GPU of the node) over
+# GPU-seconds in the period. Outages of one node never overlap each other (inventory's constraints
+# and services), so the seconds simply add up.
+_POOL_STATS_SQL = """
 SELECT p.offer_id,
        count(*) AS pool_nodes,
        sum(p.gpu_count) AS pool_gpus,
+       coalesce(sum(f.free), 0)::int AS free_gpus,
+       coalesce(max(f.free), 0)::int AS max_free_on_one_node,
+       count(f.free)::int AS nodes_with_free_gpus,
        round(100 * (1 - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
              / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3) AS reliability_pct
 FROM pool p
+{free_join}
 LEFT JOIN downtime d ON d.node_id = p.node_id
 GROUP BY p.offer_id"""
 
@@ -167,7 +174,7 @@ _ORDER_SQL = {
     "price_per_tflops": "co.rate / co.dense_bf16_tflops",
     "bandwidth_per_dollar": "co.memory_bandwidth_tbps / co.rate",
     "reliability": "r.reliability_pct",
-    "free_gpus": "coalesce(f.free_gpus, 0)",
+    "free_gpus": "r.free_gpus",
 }
 
 _CAPACITY_SQL = """
@@ -195,27 +202,19 @@ WITH candidate_offers AS (
 priced AS (
   SELECT * FROM candidate_offers co WHERE co.rate IS NOT NULL {price_filters}
 ),
-pool AS ({pool}),{blocked}
-free_per_node AS ({free_per_node}),
-free AS (
-  SELECT offer_id, sum(free)::int AS free_gpus, max(free)::int AS max_free_on_one_node,
-         count(*)::int AS nodes_with_free_gpus
-  FROM free_per_node GROUP BY offer_id
-),
+pool AS ({pool}),{free_per_node}
 downtime AS ({downtime}),
-reliability AS ({reliability})
+pool_stats AS ({pool_stats})
 SELECT co.id, co.name, co.provider_slug, co.provider_name, co.site_id, co.site_name,
        co.country, co.city, co.region, co.model_slug, co.model_name, co.vendor, co.generation,
        co.memory_gb, co.memory_bandwidth_tbps, co.dense_bf16_tflops,
-       r.pool_nodes, r.pool_gpus, coalesce(f.nodes_with_free_gpus, 0),
-       coalesce(f.free_gpus, 0), coalesce(f.max_free_on_one_node, 0),
+       r.pool_nodes, r.pool_gpus, r.nodes_with_free_gpus, r.free_gpus, r.max_free_on_one_node,
        co.rate, co.currency, co.price_per_gpu_hour, co.interruptible_price_per_gpu_hour,
        co.reserved_ladder, r.reliability_pct, co.min_term_hours, co.preemption_notice_minutes,
        count(*) OVER () AS total
 FROM priced co
-JOIN reliability r ON r.offer_id = co.id
-LEFT JOIN free f ON f.offer_id = co.id
-WHERE coalesce(f.free_gpus, 0) >= %(min_gpus)s
+JOIN pool_stats r ON r.offer_id = co.id
+WHERE r.free_gpus >= %(min_gpus)s
 ORDER BY {order} {direction}, co.rate ASC, co.id ASC
 LIMIT %(limit)s OFFSET %(offset)s
 """
@@ -307,27 +306,28 @@ def capacity_sql(
         or filters.city
         or filters.region
     )
+    by_node = "LEFT JOIN free_per_node f ON f.offer_id = p.offer_id AND f.node_id = p.node_id"
     if from_allocations:
         blocked = f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else ""
-        free_per_node = SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL
+        per_node = SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL
+        free_per_node, free_join = f"{blocked}\nfree_per_node AS ({per_node}),", by_node
     else:
         column = span_column(filters.pricing_mode)
         if set_based:
             spans = SPANS_FREE_CTE_SQL.format(column=column)
-            blocked = f"\nspan_free AS MATERIALIZED ({spans}),"
-            free_per_node = SPANS_FREE_PER_NODE_SQL
+            free_per_node = f"\nspan_free AS MATERIALIZED ({spans}),"
+            free_join = SPANS_FREE_JOIN_SQL
         else:
-            blocked = ""
-            free_per_node = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column)
+            probe = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column)
+            free_per_node, free_join = f"\nfree_per_node AS ({probe}),", by_node
     sql = _CAPACITY_SQL.format(
         rate=_RATE_SQL,
         offer_filters="".join(f"\n    AND {condition}" for condition in offer_filters),
         price_filters="".join(f" AND {condition}" for condition in price_filters),
         pool=POOL_SQL.format(node_filters=node_filters),
-        blocked=blocked,
         free_per_node=free_per_node,
         downtime=_DOWNTIME_SQL,
-        reliability=_RELIABILITY_SQL,
+        pool_stats=_POOL_STATS_SQL.format(free_join=free_join),
         order=_ORDER_SQL[ordering.lstrip("-")],
         direction="DESC NULLS LAST" if descending else "ASC NULLS LAST",
     )

@@ -80,15 +80,13 @@ WHERE p.node_status = %(active)s
 # begins, sorted, so the GPUs free for the whole window are those free until `end` or later:
 # cardinality minus width_bucket (a binary search: entries <= end - 1 microsecond). `{column}` is
 # free_until or free_until_strict (see span_column). Two plans: set-based reads the span of every
-# node containing `start` once (MATERIALIZED: the planner, which underestimates the pool, would
-# otherwise probe node by node) and joins it by hash; per node takes each pool node's first span
-# ending after `start` from the (node, end) index and keeps it when it has begun by `start` (no
-# such span: nothing free then).
-SPANS_FREE_PER_NODE_SQL = """
-SELECT p.offer_id, p.node_id, f.free
-FROM pool p
-JOIN span_free f ON f.node_id = p.node_id
-WHERE p.node_status = %(active)s AND f.free > 0"""
+# node containing `start` once (the CTE `span_free`, MATERIALIZED: the planner, which
+# underestimates the pool, would otherwise probe node by node) and joins it to the pool `p` by
+# hash (SPANS_FREE_JOIN_SQL: active nodes with some GPU free); per node takes each pool node's
+# first span ending after `start` from the (node, end) index and keeps it when it has begun by
+# `start` (no such span: nothing free then).
+SPANS_FREE_JOIN_SQL = """LEFT JOIN span_free f
+  ON f.node_id = p.node_id AND p.node_status = %(active)s AND f.free > 0"""
 
 # The spans containing `start`, read by length class from one btree (leasing 0020): a finite span
 # of class k (0..16) is shorter than 2^k hours, so it starts in (start - 2^k h, start]: one range
