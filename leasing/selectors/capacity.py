@@ -20,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core.errors import ValidationFailed
+from core.rows import large_statements
 from leasing.choices import OfferStatus, PriceUnit, PricingMode
 from leasing.pricing import OfferPrices, ladder_from_json, price_window
 from leasing.selectors.free import (
@@ -38,6 +39,8 @@ from leasing.selectors.index_linked import index_options
 from leasing.selectors.windows import Window
 
 RELIABILITY_DAYS = 90
+# The search's hashes hold one row per pool node: 100,000 nodes take about 10 MB each.
+SEARCH_WORK_MEM = "32MB"
 
 ORDERINGS = ("price", "price_per_tflops", "bandwidth_per_dollar", "reliability", "free_gpus")
 INTERCONNECTS = ("nvlink", "infiniband")
@@ -187,7 +190,8 @@ WITH candidate_offers AS (
          s.name AS site_name, s.country, s.city, s.region,
          m.slug AS model_slug, m.name AS model_name, m.vendor, m.generation, m.memory_gb,
          m.memory_bandwidth_tbps, m.dense_bf16_tflops,
-         EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes
+         EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes,
+         o.index_linked_terms IS NOT NULL AS index_linked
   FROM leasing_offer o
   JOIN inventory_gpumodel m ON m.id = o.gpu_model_id
   JOIN inventory_site s ON s.id = o.site_id
@@ -211,7 +215,7 @@ SELECT co.id, co.name, co.provider_slug, co.provider_name, co.site_id, co.site_n
        r.pool_nodes, r.pool_gpus, r.nodes_with_free_gpus, r.free_gpus, r.max_free_on_one_node,
        co.rate, co.currency, co.price_per_gpu_hour, co.interruptible_price_per_gpu_hour,
        co.reserved_ladder, r.reliability_pct, co.min_term_hours, co.preemption_notice_minutes,
-       count(*) OVER () AS total
+       co.index_linked, count(*) OVER () AS total
 FROM priced co
 JOIN pool_stats r ON r.offer_id = co.id
 WHERE r.free_gpus >= %(min_gpus)s
@@ -344,7 +348,7 @@ def _result(row: Sequence[Any], filters: CapacityFilters) -> CapacityResult:
         model_slug, model_name, vendor, generation, memory_gb, bandwidth_tbps, tflops,
         pool_nodes, pool_gpus, nodes_with_free, free_gpus, max_free_on_node,
         _sql_rate, currency, on_demand, interruptible, ladder, reliability, min_term_hours,
-        notice_minutes, _total,
+        notice_minutes, _index_linked, _total,
     ) = row  # fmt: skip
     prices = OfferPrices(
         on_demand=on_demand,
@@ -424,27 +428,34 @@ def capacity_search_page(
             detail={"field": "interconnect"},
         )
     sql, params = capacity_sql(filters)
-    with connection.cursor() as cursor:
+    # One statement over every pool of the fleet (core.rows.large_statements: no JIT, no spill).
+    with large_statements(work_mem=SEARCH_WORK_MEM), connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    if not rows and filters.offset:
-        # Past the last page the window function sees no row; count from the first page.
-        params.update(limit=1, offset=0)
-        with connection.cursor() as cursor:
+        if not rows and filters.offset:
+            # Past the last page the window function sees no row; count from the first page.
+            params.update(limit=1, offset=0)
             cursor.execute(sql, params)
             first = cursor.fetchall()
-        total = first[0][-1] if first else 0
-    else:
-        total = rows[0][-1] if rows else 0
+            total = first[0][-1] if first else 0
+        else:
+            total = rows[0][-1] if rows else 0
     results = [_result(row, filters) for row in rows]
-    if not with_index_options:
+    # Only offers with index-linked terms have an option to show (the row's last but one column).
+    linked = {
+        result.offer_id: result.price_per_gpu_hour
+        for result, row in zip(results, rows, strict=True)
+        if row[-2]
+    }
+    if not with_index_options or not linked:
         return CapacityPage(results=results, total=total, filters=filters)
-    options = index_options(
-        {result.offer_id: result.price_per_gpu_hour for result in results},
-        mode=filters.pricing_mode,
-        day=timezone.now().date(),
-    )
-    results = [replace(result, index_linked=options.get(result.offer_id)) for result in results]
+    options = index_options(linked, mode=filters.pricing_mode, day=timezone.now().date())
+    results = [
+        replace(result, index_linked=options[result.offer_id])
+        if result.offer_id in options
+        else result
+        for result in results
+    ]
     return CapacityPage(results=results, total=total, filters=filters)
 
 
