@@ -28,6 +28,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO / "docs" / "benchmarks.md"
@@ -115,7 +116,10 @@ def _postgres_version() -> str:
             from config.embedded_db import database_url
 
             url = database_url()
-        with psycopg.connect(url.replace("postgres://", "postgresql://", 1)) as connection:
+        # The server's maintenance database: DATABASE_URL's own need not exist (each benchmark
+        # makes its own database on that server).
+        server = urlsplit(url.replace("postgres://", "postgresql://", 1))._replace(path="/postgres")
+        with psycopg.connect(urlunsplit(server)) as connection:
             row = connection.execute("SELECT version()").fetchone()
         return str(row[0]).split(" on ")[0] if row else "unknown"
     except Exception as exc:  # the document still says what the machine is

@@ -7,7 +7,6 @@ from datetime import timedelta
 from typing import cast
 
 import pytest
-from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 
 from accounts.models import Organization
@@ -16,36 +15,19 @@ from leasing.choices import PricingMode
 from leasing.selectors import CapacityFilters, Window, capacity_sql
 from tests.factories import ProviderFactory
 from tests.leasing.factories import busy, gpus_of, hour_from_now, make_offer, outage
+from tests.leasing.free_spans import rebuilt, rows, spans
 
 pytestmark = pytest.mark.django_db
 
 
 def _spans() -> list[tuple[object, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, during::text, free_until::text[], free_until_strict::text[]"
-            " FROM leasing_nodefreespan ORDER BY lower(during) NULLS FIRST"
-        )
-        return cursor.fetchall()
+    """The spans led by their id: a rewritten span has a new one."""
+    return spans(key="id")
 
 
 def _rebuilt() -> list[tuple[object, ...]]:
-    """The spans (without ids) a rebuild from scratch gives, without keeping it."""
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT leasing_node_free_spans_refresh(ARRAY(SELECT id FROM inventory_node))"
-            )
-        rebuilt = [span[1:] for span in _spans()]
-        transaction.set_rollback(True)
-    return rebuilt
-
-
-def _rows(sql_params):
-    sql, params = sql_params
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    """The spans (without their lead column) a rebuild from scratch gives."""
+    return [span[1:] for span in rebuilt()]
 
 
 def _pool(nodes: int) -> list[Node]:
@@ -109,8 +91,8 @@ def test_a_search_finds_spans_of_every_length_class_and_open_ones(mode):
             filters = CapacityFilters(
                 window=Window(at(start), at(start + hours)), pricing_mode=mode, now=base
             )
-            found = _rows(capacity_sql(filters))
-            assert found == _rows(capacity_sql(filters, from_allocations=True)), (start, hours)
+            found = rows(capacity_sql(filters))
+            assert found == rows(capacity_sql(filters, from_allocations=True)), (start, hours)
 
 
 def test_a_rebuild_starting_inside_a_span_keeps_that_span_whole():
