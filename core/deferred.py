@@ -46,15 +46,30 @@ class _Writes:
 _writes: ContextVar[_Writes | None] = ContextVar("batch_writes", default=None)
 
 
+class UnflushedWrites(RuntimeError):
+    """A batch ended normally with rows or updates never flushed: they would be lost."""
+
+
 @contextmanager
 def batch_writes() -> Iterator[None]:
-    """Defer `insert` / `insert_many` rows until `writes_flush()` (the caller flushes before
-    its transaction commits; rows left unflushed at the block's end are dropped)."""
-    token = _writes.set(_Writes())
+    """Defer `insert` / `insert_many` rows until `writes_flush()`; the caller flushes before its
+    transaction commits. A block ending in an exception drops what waits, with its transaction;
+    one ending normally with anything still waiting raises UnflushedWrites (inside the caller's
+    transaction, which then rolls back) instead of losing it."""
+    writes = _Writes()
+    token = _writes.set(writes)
     try:
         yield
     finally:
         _writes.reset(token)
+    if writes.rows or writes.updates:
+        waiting = ", ".join(
+            f"{len(rows)} {model._meta.label}" for model, rows in writes.rows.items() if rows
+        )
+        raise UnflushedWrites(
+            f"batch_writes() ended with writes never flushed ({waiting or 'updates'}): "
+            "call writes_flush() before the batch's end"
+        )
 
 
 def reserve_pk(obj: M) -> M:
