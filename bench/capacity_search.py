@@ -26,9 +26,13 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+if str(BASE_DIR) not in sys.path:
+    sys.path.insert(0, str(BASE_DIR))
+
+from bench.databases import django_on  # noqa: E402
+
 # Another name (CARDHOUR_BENCH_DATABASE) keeps concurrent runs of different trees apart.
 BENCH_DATABASE = os.environ.get("CARDHOUR_BENCH_DATABASE", "cardhour_bench")
 NODES = 10_000
@@ -60,49 +64,8 @@ def scale(nodes: int) -> None:
 # ------------------------------------------------------------------ database set-up
 
 
-def _server_url() -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    if url:
-        return url
-    sys.path.insert(0, str(BASE_DIR))
-    from config.embedded_db import database_url
-
-    return database_url()
-
-
-def _with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def _ensure_database(url: str, database: str) -> str:
-    """Create the bench database on the same server if missing; return its URL."""
-    import psycopg
-
-    admin_url = _with_database(url, "postgres").replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        exists = connection.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [database]
-        ).fetchone()
-        if not exists:
-            connection.execute(f'CREATE DATABASE "{database}"')
-    return _with_database(url, database)
-
-
 def _setup_django(database: str) -> None:
-    bench_url = _ensure_database(_server_url(), database)
-    os.environ["DATABASE_URL"] = bench_url
-    os.environ.pop("DATABASE_NAME", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("DJANGO_ENV", "development")
-    if str(BASE_DIR) not in sys.path:
-        sys.path.insert(0, str(BASE_DIR))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    django_on(database)
 
 
 # ------------------------------------------------------------------ data

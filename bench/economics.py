@@ -47,9 +47,13 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+if str(BASE_DIR) not in sys.path:
+    sys.path.insert(0, str(BASE_DIR))
+
+from bench.databases import django_on  # noqa: E402
+
 BENCH_DATABASE = os.environ.get("CARDHOUR_BENCH_ECON_DATABASE", "cardhour_bench_econ")
 NODES = 10_000
 MONTHS = 24
@@ -116,50 +120,8 @@ TRUNCATE = (
 # ------------------------------------------------------------------ database set-up
 
 
-def _server_url() -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    if url:
-        return url
-    sys.path.insert(0, str(BASE_DIR))
-    from config.embedded_db import database_url
-
-    return database_url()
-
-
-def _with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-def _ensure_database(url: str) -> str:
-    """Create the bench database on the same server if missing; return its URL."""
-    import psycopg
-
-    admin_url = _with_database(url, "postgres").replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin_url, autocommit=True) as connection:
-        exists = connection.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]
-        ).fetchone()
-        if not exists:
-            connection.execute(f'CREATE DATABASE "{BENCH_DATABASE}"')
-    return _with_database(url, BENCH_DATABASE)
-
-
 def _setup_django() -> None:
-    os.environ["DATABASE_URL"] = _ensure_database(_server_url())
-    os.environ.pop("DATABASE_NAME", None)
-    os.environ["DEBUG"] = "false"  # no query log: the job runs 240,000-row statements
-    os.environ["CELERY_BROKER_URL"] = "memory://localhost/"
-    os.environ["CELERY_RESULT_BACKEND"] = "cache+memory://"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("DJANGO_ENV", "test")
-    if str(BASE_DIR) not in sys.path:
-        sys.path.insert(0, str(BASE_DIR))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    django_on(BENCH_DATABASE)  # no query log: the job runs 240,000-row statements
 
 
 # ------------------------------------------------------------------ data

@@ -33,9 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.databases import drop_database, recreate_database, server_url, with_database  # noqa: E402
+
 BENCH_DATABASE = "cardhour_bench_ingest"
 TARGET_SERVICE_EVENTS_PER_S = 50_000
 TARGET_RATIO = 0.5
@@ -86,36 +90,6 @@ BARE_INSERT = (
     ' JOIN fresh ON fresh.event_id = staged.event_id COLLATE "C"'
     " RETURNING event_id"
 )
-
-
-def _server_url() -> str:
-    """The server the project uses: DATABASE_URL, or the embedded one (started if needed)."""
-    url = os.environ.get("DATABASE_URL", "")
-    if url:
-        return url
-    sys.path.insert(0, str(REPO))
-    from config.embedded_db import database_url
-
-    return database_url()
-
-
-def _conninfo(url: str, dbname: str) -> str:
-    return psycopg.conninfo.make_conninfo(url, dbname=dbname)
-
-
-def _recreate_database(url: str) -> None:
-    with psycopg.connect(_conninfo(url, "postgres"), autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(BENCH_DATABASE)))
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DATABASE)))
-
-
-def _drop_database(url: str) -> None:
-    with psycopg.connect(_conninfo(url, "postgres"), autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(BENCH_DATABASE)
-            )
-        )
 
 
 def _setup_django() -> None:
@@ -206,8 +180,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=10_000)
     args = parser.parse_args(argv)
 
-    url = _server_url()
-    _recreate_database(url)
+    url = server_url()
+    recreate_database(url, BENCH_DATABASE)
     bare_conn: psycopg.Connection[Any] | None = None
     try:
         _setup_django()
@@ -242,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         contract_activate(contract=contract, actor="bench", at=term_start)
         key = api_key_create(organization=provider, name="bench", scope=KeyScope.WRITE)
         client = Client(HTTP_AUTHORIZATION=f"Api-Key {key.raw_key}")
-        bare_conn = psycopg.connect(_conninfo(url, BENCH_DATABASE))
+        bare_conn = psycopg.connect(with_database(url, BENCH_DATABASE))
 
         # Every round writes new events (of the last days, none of them late).
         start = min(timezone.now(), datetime(2035, 1, 1, tzinfo=UTC)) - timedelta(days=1)
@@ -323,7 +297,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         if bare_conn is not None:
             bare_conn.close()
-        _drop_database(url)
+        drop_database(url, BENCH_DATABASE)
 
     lines = [
         f"usage ingestion, {result['events_per_path']} new events per path",

@@ -76,16 +76,19 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 import gevent
-import psycopg
 from locust.contrib.fasthttp import FastHttpUser
 from locust.env import Environment
 from locust.exception import StopUser
-from psycopg import sql
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.databases import drop_database, recreate_database, server_url, with_database  # noqa: E402
+
 BENCH_DATABASE = os.environ.get("CARDHOUR_BENCH_LOAD_DATABASE", "cardhour_bench_load")
 SETTINGS_MODULE = "bench.settings_load"
 
@@ -122,45 +125,10 @@ ACCEPTED_RE = re.compile(rb'"accepted":\s*(\d+)')
 # ------------------------------------------------------------------ database and Django
 
 
-def _server_url() -> str:
-    """The server the project uses: DATABASE_URL, or the embedded one (started if needed)."""
-    url = os.environ.get("DATABASE_URL", "")
-    if url:
-        return url
-    sys.path.insert(0, str(REPO))
-    from config.embedded_db import database_url
-
-    return database_url()
-
-
-def _with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-def _admin(url: str) -> psycopg.Connection[Any]:
-    conninfo = psycopg.conninfo.make_conninfo(
-        _with_database(url, "postgres").replace("postgres://", "postgresql://", 1)
-    )
-    return psycopg.connect(conninfo, autocommit=True)
-
-
-def _recreate_database(url: str) -> None:
-    with _admin(url) as admin:
-        name = sql.Identifier(BENCH_DATABASE)
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(name))
-
-
-def _drop_database(url: str) -> None:
-    with _admin(url) as admin:
-        name = sql.Identifier(BENCH_DATABASE)
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-
-
 def _bench_environment(url: str, plan_path: Path) -> dict[str, str]:
     """Environment of this process and of gunicorn: the bench database, no debug, no broker."""
     return {
-        "DATABASE_URL": _with_database(url, BENCH_DATABASE),
+        "DATABASE_URL": with_database(url, BENCH_DATABASE),
         "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
         "DJANGO_ENV": "development",
         "DEBUG": "false",
@@ -965,8 +933,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logging.getLogger("locust").setLevel(logging.WARNING)
 
     began = time.monotonic()
-    url = _server_url()
-    _recreate_database(url)
+    url = server_url()
+    recreate_database(url, BENCH_DATABASE)
     workdir = Path(tempfile.mkdtemp(prefix="cardhour-load-"))
     plan_path = workdir / "bare-plan.json"
     environment = _bench_environment(url, plan_path)
@@ -1005,7 +973,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             from django.db import connections as open_connections
 
             open_connections.close_all()
-            _drop_database(url)
+            drop_database(url, BENCH_DATABASE)
             shutil.rmtree(workdir, ignore_errors=True)
 
     result: dict[str, Any] = {

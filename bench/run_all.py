@@ -28,7 +28,6 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO / "docs" / "benchmarks.md"
@@ -107,19 +106,14 @@ def _read(path: str) -> str:
 
 
 def _postgres_version() -> str:
-    url = os.environ.get("DATABASE_URL", "")
     try:
-        import psycopg
-
-        if not url:
+        if str(REPO) not in sys.path:
             sys.path.insert(0, str(REPO))
-            from config.embedded_db import database_url
+        from bench.databases import admin_connection, server_url
 
-            url = database_url()
         # The server's maintenance database: DATABASE_URL's own need not exist (each benchmark
         # makes its own database on that server).
-        server = urlsplit(url.replace("postgres://", "postgresql://", 1))._replace(path="/postgres")
-        with psycopg.connect(urlunsplit(server)) as connection:
+        with admin_connection(server_url()) as connection:
             row = connection.execute("SELECT version()").fetchone()
         return str(row[0]).split(" on ")[0] if row else "unknown"
     except Exception as exc:  # the document still says what the machine is
