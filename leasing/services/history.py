@@ -2,7 +2,7 @@
 
 `lease_status_advance` and `hold_status_advance` move a locked row along its lifecycle map
 (leasing.choices) and write one `status_changed` LeaseEvent in the same transaction;
-`lease_event_record` and `hold_event_record` write the other rows of a history.
+`lease_event_record` writes the other rows of either history.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _lease_webhook(event: LeaseEvent, lease: Lease) -> None:
 
 
 def lease_event_record(
-    lease: Lease,
+    owner: Lease | Hold,
     *,
     kind: str,
     effective_at: datetime,
@@ -84,37 +84,12 @@ def lease_event_record(
     from_status: str = "",
     to_status: str = "",
 ) -> LeaseEvent:
-    """Write one row of a lease's history (and its webhook event, in the same transaction)."""
+    """Write one row (a LeaseEvent) of a lease's or a hold's history; a lease's row is also its
+    webhook event, in the same transaction."""
+    lease, hold = (owner, None) if isinstance(owner, Lease) else (None, owner)
     event = insert(
         LeaseEvent(
             lease=lease,
-            kind=kind,
-            effective_at=effective_at,
-            explanation=explanation,
-            actor=actor,
-            inputs=_inputs(inputs),
-            from_status=from_status,
-            to_status=to_status,
-        )
-    )
-    _lease_webhook(event, lease)
-    return event
-
-
-def hold_event_record(
-    hold: Hold,
-    *,
-    kind: str,
-    effective_at: datetime,
-    explanation: str,
-    actor: str,
-    inputs: Mapping[str, Any] | None = None,
-    from_status: str = "",
-    to_status: str = "",
-) -> LeaseEvent:
-    """Write one row of a hold's history."""
-    return insert(
-        LeaseEvent(
             hold=hold,
             kind=kind,
             effective_at=effective_at,
@@ -125,6 +100,9 @@ def hold_event_record(
             to_status=to_status,
         )
     )
+    if lease is not None:
+        _lease_webhook(event, lease)
+    return event
 
 
 def _status_sentence(change: StatusChange) -> str:
@@ -147,7 +125,7 @@ def _lease_status_event_write(lease: Lease, change: StatusChange) -> None:
 
 def _hold_status_event_write(hold: Hold, change: StatusChange) -> None:
     """The hold lifecycle's event writer."""
-    hold_event_record(
+    lease_event_record(
         hold,
         kind=LeaseEventKind.STATUS_CHANGED,
         effective_at=change.at,

@@ -31,7 +31,7 @@ from leasing.locks import hold_lock, organization_holds_lock
 from leasing.models import Hold, HoldLimit, Quote
 from leasing.selectors.holds import RATE_WINDOW, hold_limits_of, hold_usage_of
 from leasing.services.allocation import allocations_create, hold_allocations_release, place
-from leasing.services.history import hold_event_record, hold_status_advance
+from leasing.services.history import hold_status_advance, lease_event_record
 from leasing.services.leases import LeaseRequest
 from leasing.services.node_rent import is_node_month, whole_nodes_placed
 
@@ -99,7 +99,7 @@ def hold_create(
             hold=hold,
             node_of=placement.node_of,
         )
-        hold_event_record(
+        lease_event_record(
             hold,
             kind=LeaseEventKind.CREATED,
             effective_at=now,
