@@ -12,6 +12,10 @@ every `timestamptz` through a Python subclass of psycopg's loader (to attach the
 time zone), about 5 µs a value, a second for the 190,000 timestamps the nightly economics job
 reads at 10,000 nodes; psycopg's own loader (C, in psycopg[binary]) gives the same instants in
 the session's time zone (UTC, USE_TZ), three times faster, registered on that one cursor only.
+
+`large_statements` is the session side of the few statements that read the whole fleet
+(capacity search, the nightly economics job): a transaction without JIT compilation and with
+work_mem for their hashes and sorts.
 """
 
 from __future__ import annotations
