@@ -342,13 +342,14 @@ def _per_tflops(rate: Decimal, tflops: Decimal) -> Decimal:
     return (rate / tflops).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
 
 
-def _result(row: Sequence[Any], filters: CapacityFilters) -> CapacityResult:
+def _result(row: Sequence[Any], filters: CapacityFilters) -> tuple[CapacityResult, bool]:
+    """The offer a result row shows, and whether it has index-linked terms (an option to price)."""
     (
         offer_id, name, provider_slug, provider_name, site_id, site_name, country, city, region,
         model_slug, model_name, vendor, generation, memory_gb, bandwidth_tbps, tflops,
         pool_nodes, pool_gpus, nodes_with_free, free_gpus, max_free_on_node,
         _sql_rate, currency, on_demand, interruptible, ladder, reliability, min_term_hours,
-        notice_minutes, _index_linked, _total,
+        notice_minutes, index_linked, _total,
     ) = row  # fmt: skip
     prices = OfferPrices(
         on_demand=on_demand,
@@ -367,7 +368,7 @@ def _result(row: Sequence[Any], filters: CapacityFilters) -> CapacityResult:
         end=filters.window.end,
     )
     rate = breakdown.price_per_gpu_hour
-    return CapacityResult(
+    result = CapacityResult(
         offer_id=offer_id,
         offer_name=name,
         provider_slug=provider_slug,
@@ -405,6 +406,7 @@ def _result(row: Sequence[Any], filters: CapacityFilters) -> CapacityResult:
             notice_minutes if filters.pricing_mode == PricingMode.INTERRUPTIBLE else None
         ),
     )
+    return result, bool(index_linked)
 
 
 def capacity_search_page(
@@ -440,13 +442,10 @@ def capacity_search_page(
             total = first[0][-1] if first else 0
         else:
             total = rows[0][-1] if rows else 0
-    results = [_result(row, filters) for row in rows]
-    # Only offers with index-linked terms have an option to show (the row's last but one column).
-    linked = {
-        result.offer_id: result.price_per_gpu_hour
-        for result, row in zip(results, rows, strict=True)
-        if row[-2]
-    }
+    parsed = [_result(row, filters) for row in rows]
+    results = [result for result, _ in parsed]
+    # Only offers with index-linked terms have an option to show.
+    linked = {result.offer_id: result.price_per_gpu_hour for result, has_terms in parsed if has_terms}
     if not with_index_options or not linked:
         return CapacityPage(results=results, total=total, filters=filters)
     options = index_options(linked, mode=filters.pricing_mode, day=timezone.now().date())
