@@ -432,6 +432,31 @@ def _load(figures: dict[str, Any]) -> tuple[list[str], str]:
             f"Leases: {lease.get('measure', 'time-bounded')}. p50 by outcome (ms): "
             f"endpoint {by_outcome['endpoint']}, bare {by_outcome['bare']}.",
         ]
+    paced = lease.get("paced")
+    if paced:
+        lines += [
+            "",
+            f"Leases paced at {paced['offered_rps']} req/s ({paced['share_of_bare']:.0%} of the "
+            "bare view's saturated throughput above), each path on a fresh pool of its own:",
+            "",
+        ]
+        lines += _table(
+            ["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "outcomes"],
+            [
+                [
+                    path,
+                    paced[path]["throughput_rps"],
+                    paced[path]["p50_ms"],
+                    paced[path]["p95_ms"],
+                    paced[path]["p99_ms"],
+                    paced[path]["errors"],
+                    ", ".join(f"{k} {v}" for k, v in paced[path]["outcomes"].items()),
+                ]
+                for path in ("endpoint", "bare")
+            ],
+        )
+    if lease.get("goal"):
+        lines += ["", f"Goal: {lease['goal']['text']}."]
     lines += ["", f"Checks after the runs: `{json.dumps(figures.get('checks', {}))}`."]
     lines += [f"Statements per request: `{json.dumps(figures.get('statements', {}))}`."]
     headline = "; ".join(
