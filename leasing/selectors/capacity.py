@@ -445,7 +445,7 @@ def capacity_search_page(
     parsed = [_result(row, filters) for row in rows]
     results = [result for result, _ in parsed]
     # Only offers with index-linked terms have an option to show.
-    linked = {result.offer_id: result.price_per_gpu_hour for result, has_terms in parsed if has_terms}
+    linked = {result.offer_id: result.price_per_gpu_hour for result, terms in parsed if terms}
     if not with_index_options or not linked:
         return CapacityPage(results=results, total=total, filters=filters)
     options = index_options(linked, mode=filters.pricing_mode, day=timezone.now().date())
