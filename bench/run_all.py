@@ -436,12 +436,13 @@ def _load(figures: dict[str, Any]) -> tuple[list[str], str]:
     if paced:
         lines += [
             "",
-            f"Leases paced at {paced['offered_rps']} req/s ({paced['share_of_bare']:.0%} of the "
-            "bare view's saturated throughput above), each path on a fresh pool of its own:",
+            f"Leases paced at {paced['offered_rps']} req/s by {paced.get('users', config['users'])}"
+            f" users ({paced['share_of_bare']:.0%} of the bare view's saturated throughput "
+            "above), each path on a fresh pool of its own:",
             "",
         ]
         lines += _table(
-            ["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "outcomes"],
+            ["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "outcomes", "p50 by outcome"],
             [
                 [
                     path,
@@ -451,6 +452,9 @@ def _load(figures: dict[str, Any]) -> tuple[list[str], str]:
                     paced[path]["p99_ms"],
                     paced[path]["errors"],
                     ", ".join(f"{k} {v}" for k, v in paced[path]["outcomes"].items()),
+                    ", ".join(
+                        f"{k} {v}" for k, v in paced[path].get("p50_ms_by_outcome", {}).items()
+                    ),
                 ]
                 for path in ("endpoint", "bare")
             ],

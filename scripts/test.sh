@@ -13,14 +13,15 @@ fi
 # Two pytest-xdist workers, fed tests in pytest-django's order (database tests, then transactional
 # ones, whose flush empties the tables, then the rest); tests/xdist_isolation.py gives each
 # its own broker database (or folder) and media folder, pytest-django its own test database.
-# Serially with PYTEST_WORKERS=0, and on a RabbitMQ broker (its queues are not told apart).
+# Serially with PYTEST_WORKERS=0, and on any broker but Redis (RabbitMQ's queues are not told
+# apart).
 workers=${PYTEST_WORKERS:-2}
-case "${CELERY_BROKER_URL:-}" in amqp* | pyamqp*) workers=0 ;; esac
+case "${CELERY_BROKER_URL:-}" in "" | filesystem://* | redis://* | rediss://*) ;; *) workers=0 ;; esac
 parallel=()
 if [ "$workers" != 0 ]; then
   parallel=(-n "$workers" --dist load)
 fi
-python -m pytest -p tests.xdist_isolation "${parallel[@]}" "$@"
+python -m pytest -p tests.xdist_isolation ${parallel[@]+"${parallel[@]}"} "$@"
 status=$?
 if [ "$embedded" = 1 ]; then
   python -m config.embedded_db stop

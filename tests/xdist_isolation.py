@@ -14,29 +14,42 @@ line.
 - Stored documents (MEDIA_ROOT) go to a folder per worker: the workers' databases number their
   invoices alike, and their PDFs must not overwrite each other.
 
-Outside a worker (a serial run, or xdist's controller) it changes nothing. scripts/test.sh runs
-serially on any other broker (RabbitMQ): its queues are not told apart here.
+Outside a worker (a serial run, or xdist's controller) it changes nothing. Any other broker
+(RabbitMQ) is not told apart: scripts/test.sh runs serially on one named in the environment, and
+a worker finding one (in .env, say) stops with an error saying to run serially.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import environ
 
 REPO = Path(__file__).resolve().parent.parent
+# Redis's default number of databases; a base near the top wraps round to 0.
 REDIS_DATABASES = 16
 
 
 def _isolate(worker: str) -> None:
     number = int(worker.removeprefix("gw"))
+    # As config.settings reads them: the environment first, then .env.
+    environ.Env.read_env(REPO / ".env", overwrite=False)
     broker = os.environ.get("CELERY_BROKER_URL", "")
-    redis = re.fullmatch(r"(rediss?://[^/]+)(?:/(\d+))?", broker)
-    if redis:
-        database = (int(redis.group(2) or 0) + number) % REDIS_DATABASES
-        os.environ["CELERY_BROKER_URL"] = f"{redis.group(1)}/{database}"
-    elif not broker:
+    parts = urlsplit(broker)
+    if parts.scheme in ("redis", "rediss"):
+        database = int(parts.path.strip("/") or 0)
+        moved = f"/{(database + number) % REDIS_DATABASES}"
+        os.environ["CELERY_BROKER_URL"] = urlunsplit(parts._replace(path=moved))
+    elif broker in ("", "filesystem://"):
         os.environ["CELERY_FILESYSTEM_DIR"] = str(REPO / "var" / f"celery-test-{worker}")
+    else:
+        # Two workers' Celery workers would take each other's tasks: refuse, loudly.
+        raise RuntimeError(
+            f"pytest-xdist worker {worker}: the broker {parts.scheme}:// cannot be split between "
+            "workers; run the suite serially (PYTEST_WORKERS=0 make test)."
+        )
     media = Path(os.environ.get("MEDIA_ROOT", str(REPO / "var" / "media")))
     os.environ["MEDIA_ROOT"] = str(media.with_name(f"{media.name}-{worker}"))
 

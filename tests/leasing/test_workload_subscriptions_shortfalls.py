@@ -260,7 +260,7 @@ def test_a_link_that_loses_the_race_on_the_unique_contract_answers_409(provider,
                         cursor.execute("SELECT pg_stat_clear_snapshot()")
                         cursor.execute(
                             "SELECT count(*) FROM pg_stat_activity"
-                            " WHERE wait_event_type = 'Lock'"
+                            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
                             " AND query LIKE 'INSERT INTO \"leasing_slasubscription\"%%'"
                         )
                         if cursor.fetchone()[0]:
