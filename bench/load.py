@@ -121,8 +121,8 @@ POOL_GPUS_PER_NODE = 8
 LEASE_HORIZON_HOURS = 24 * 7
 REPLAY_SHARE = 0.05
 # The paced lease runs offer this share of the bare view's saturated throughput (same run),
-# from more users than the saturated runs, each with a budget of PACED_USERS / rate seconds per
-# request (about 0.9 s at 70 req/s) so that a slow answer rarely holds the next one back.
+# from more users than the saturated runs, each waiting a random time of mean PACED_USERS / rate
+# (about 0.9 s at 70 req/s) between requests, so that one slow answer rarely holds the rest back.
 PACED_SHARE = 0.5
 PACED_USERS = 64
 TOKEN_CONTRACTS = 4
@@ -662,8 +662,9 @@ def _lease_user(
 
     With `limits`, user n stops after limits[n] requests: the bare path then does exactly the
     work the endpoint did, and meets the same outcomes. `offer` names another pool than the
-    path's own; with `pace` each user sends at most that many requests per second (locust's
-    constant_throughput: no think time once a request takes longer than 1 / pace).
+    path's own; with `pace` each user waits between requests a random time of mean 1 / pace
+    (locust's poisson: arrivals spread out; a constant pace started every user's requests in
+    step, in bursts of all the users at once).
     """
     keys = fixture.customer_keys
     if offer is None:
@@ -677,7 +678,7 @@ def _lease_user(
         connection_timeout = REQUEST_TIMEOUT_S
         collector: Collector
         if pace is not None:
-            wait_time = locust.constant_throughput(pace)
+            wait_time = locust.poisson(pace)
 
         def on_start(self) -> None:
             self.number = next(numbers)
