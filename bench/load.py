@@ -825,6 +825,14 @@ SCENARIOS: dict[str, str] = {
 }
 
 
+def _print_row(label: str, path: str, figures: dict[str, Any], extra: str = "") -> None:
+    print(
+        f"{label:18} {path:9} {figures['throughput_rps']:8.1f} {figures['p50_ms'] or 0:8.1f}"
+        f" {figures['p95_ms'] or 0:8.1f} {figures['p99_ms'] or 0:8.1f}"
+        f" {figures['errors']:6d}  {figures['outcomes']}{extra}"
+    )
+
+
 def _print(result: dict[str, Any]) -> None:
     config = result["config"]
     print(
@@ -842,11 +850,7 @@ def _print(result: dict[str, Any]) -> None:
         for path in ("endpoint", "bare"):
             figures = scenario[path]
             extra = f"  {figures['events_per_s']:,} events/s" if "events_per_s" in figures else ""
-            print(
-                f"{name:18} {path:9} {figures['throughput_rps']:8.1f} {figures['p50_ms'] or 0:8.1f}"
-                f" {figures['p95_ms'] or 0:8.1f} {figures['p99_ms'] or 0:8.1f}"
-                f" {figures['errors']:6d}  {figures['outcomes']}{extra}"
-            )
+            _print_row(name, path, figures, extra)
         for path in ("endpoint", "bare"):
             for outcome, sample in scenario[path]["error_samples"].items():
                 print(f"{'':18} {path:9} first {outcome}: {sample[:200]}")
@@ -858,13 +862,8 @@ def _print(result: dict[str, Any]) -> None:
         if "paced" in scenario:
             paced = scenario["paced"]
             for path in ("endpoint", "bare"):
-                figures = paced[path]
-                print(
-                    f"{'paced':>18} {path:9} {figures['throughput_rps']:8.1f}"
-                    f" {figures['p50_ms'] or 0:8.1f} {figures['p95_ms'] or 0:8.1f}"
-                    f" {figures['p99_ms'] or 0:8.1f} {figures['errors']:6d}  {figures['outcomes']}"
-                    f"  p50 by outcome {figures['p50_ms_by_outcome']}"
-                )
+                by_outcome = f"  p50 by outcome {paced[path]['p50_ms_by_outcome']}"
+                _print_row(f"{'paced':>18}", path, paced[path], by_outcome)
             print(
                 f"{'':18} {'paced':9} offered {paced['offered_rps']} req/s by"
                 f" {paced['users']} users ({paced['share_of_bare']:.0%} of the bare view's"
@@ -924,10 +923,9 @@ def _scenario(
             "fixed work: the endpoint for warm-up + duration, counted whole; the bare view the "
             "same requests per user, timed until done"
         )
-        scenario["paced"] = _paced_leases(
-            fixture, host=host, users=users, duration=duration, saturated=scenario["bare"]
+        scenario["paced"], runs = _paced_leases(
+            fixture, host=host, duration=duration, saturated=scenario["bare"]
         )
-        runs = scenario["paced"].pop("runs")
         collectors.update({f"paced_{path}": collector for path, collector in runs.items()})
     scenario["load_average_1m_after"] = _load()
     endpoint, bare_figures = scenario["endpoint"], scenario["bare"]
@@ -948,17 +946,18 @@ def _scenario(
 
 
 def _paced_leases(
-    fixture: Fixture, *, host: str, users: int, duration: float, saturated: dict[str, Any]
-) -> dict[str, Any]:
+    fixture: Fixture, *, host: str, duration: float, saturated: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Collector]]:
     """Both paths again on pools of their own, at PACED_SHARE of the bare view's saturated
-    throughput: the latency of a lease when the machine is not saturated."""
+    throughput: the latency of a lease when the machine is not saturated. Figures, and the
+    collectors by path (for the checks)."""
     offered = round(PACED_SHARE * saturated["throughput_rps"], 1)
     paced: dict[str, Any] = {
         "offered_rps": offered,
         "share_of_bare": PACED_SHARE,
         "users": PACED_USERS,
-        "runs": {},
     }
+    runs: dict[str, Collector] = {}
     for path in ("endpoint", "bare"):
         print(f"running lease_contention paced at {offered} req/s ({path}) …", flush=True)
         user_class = _lease_user(
@@ -971,10 +970,10 @@ def _paced_leases(
         collector, seconds = _drive(
             user_class, host=host, users=PACED_USERS, warmup=WARMUP_S, duration=duration
         )
-        paced["runs"][path] = collector
+        runs[path] = collector
         paced[path] = _figures(collector, seconds)
     paced["latency_ratio_p95"] = round(paced["endpoint"]["p95_ms"] / paced["bare"]["p95_ms"], 2)
-    return paced
+    return paced, runs
 
 
 def _load() -> float:
