@@ -139,27 +139,30 @@ CASE %(mode)s::text
       LIMIT 1)) / 100, 6)
 END"""
 
-# Each offer's pool in one pass: its size, its free GPUs for the window (`{free_join}` finds each
-# node's free GPUs, for nodes with some: the CTE free_per_node, or for a broad search the spans
-# containing the start, joined to the pool directly), and its measured availability over the last
-# 90 days: GPU-seconds lost to outages (a node-wide outage costs every GPU of the node) over
-# GPU-seconds in the period. Outages of one node never overlap each other (inventory's constraints
-# and services), so the seconds simply add up.
+# Each offer's pool in one pass: its size and its free GPUs for the window (`{free_join}` finds
+# each node's free GPUs, for nodes with some: the CTE free_per_node, or for a broad search the
+# spans containing the start, joined to the pool directly), and `{reliability}`: the pool's
+# measured availability (_RELIABILITY_SQL), or nothing when only the page's offers need it.
 _POOL_STATS_SQL = """
 SELECT p.offer_id,
        count(*) AS pool_nodes,
        sum(p.gpu_count) AS pool_gpus,
        coalesce(sum(f.free), 0)::int AS free_gpus,
        coalesce(max(f.free), 0)::int AS max_free_on_one_node,
-       count(f.free)::int AS nodes_with_free_gpus,
-       round(100 * (1 - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
-             / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3) AS reliability_pct
+       count(f.free)::int AS nodes_with_free_gpus{reliability}
 FROM pool p
-{free_join}
-LEFT JOIN downtime d ON d.node_id = p.node_id
+{free_join}{downtime_join}
 GROUP BY p.offer_id"""
 
-# Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU.
+# Measured availability over the last 90 days, per offer over the rows of its pool `p` joined to
+# their nodes' downtime `d`: GPU-seconds lost to outages (a node-wide outage costs every GPU of
+# the node) over GPU-seconds in the period. Outages of one node never overlap each other
+# (inventory's constraints and services), so the seconds simply add up.
+_RELIABILITY_SQL = """round(100 * (1 - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
+             / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3)"""
+
+# Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU. `{nodes}`
+# narrows it to some nodes (the page's pools).
 _DOWNTIME_SQL = """
 SELECT ou.node_id,
        coalesce(sum(extract(epoch FROM least(coalesce(ou."end", %(now)s), %(now)s)
@@ -169,15 +172,17 @@ SELECT ou.node_id,
                                    - greatest(ou.start, %(since)s)))
                 FILTER (WHERE ou.gpu_id IS NOT NULL), 0) AS gpu_seconds
 FROM inventory_outage ou
-WHERE ou.start < %(now)s AND (ou."end" IS NULL OR ou."end" > %(since)s)
+WHERE ou.start < %(now)s AND (ou."end" IS NULL OR ou."end" > %(since)s){nodes}
 GROUP BY ou.node_id"""
 
+# Unqualified: they name the same columns in the statement that picks the page and in the one
+# that adds reliability to a page picked already.
 _ORDER_SQL = {
-    "price": "co.rate",
-    "price_per_tflops": "co.rate / co.dense_bf16_tflops",
-    "bandwidth_per_dollar": "co.memory_bandwidth_tbps / co.rate",
-    "reliability": "r.reliability_pct",
-    "free_gpus": "r.free_gpus",
+    "price": "rate",
+    "price_per_tflops": "rate / dense_bf16_tflops",
+    "bandwidth_per_dollar": "memory_bandwidth_tbps / rate",
+    "reliability": "reliability_pct",
+    "free_gpus": "free_gpus",
 }
 
 _CAPACITY_SQL = """
@@ -206,22 +211,39 @@ WITH candidate_offers AS (
 priced AS (
   SELECT * FROM candidate_offers co WHERE co.rate IS NOT NULL {price_filters}
 ),
-pool AS ({pool}),{free_per_node}
-downtime AS ({downtime}),
-pool_stats AS ({pool_stats})
+pool AS ({pool}),{free_per_node}{downtime}
+pool_stats AS ({pool_stats}),
+page AS (
+  SELECT co.*, r.pool_nodes, r.pool_gpus, r.nodes_with_free_gpus, r.free_gpus,
+         r.max_free_on_one_node{page_reliability}, count(*) OVER () AS total
+  FROM priced co
+  JOIN pool_stats r ON r.offer_id = co.id
+  WHERE r.free_gpus >= %(min_gpus)s
+  ORDER BY {order}, rate ASC, id ASC
+  LIMIT %(limit)s OFFSET %(offset)s
+){reliability_of_page}
 SELECT co.id, co.name, co.provider_slug, co.provider_name, co.site_id, co.site_name,
        co.country, co.city, co.region, co.model_slug, co.model_name, co.vendor, co.generation,
        co.memory_gb, co.memory_bandwidth_tbps, co.dense_bf16_tflops,
-       r.pool_nodes, r.pool_gpus, r.nodes_with_free_gpus, r.free_gpus, r.max_free_on_one_node,
-       co.rate, co.currency, co.price_per_gpu_hour, co.interruptible_price_per_gpu_hour,
-       co.reserved_ladder, r.reliability_pct, co.min_term_hours, co.preemption_notice_minutes,
-       co.index_linked, count(*) OVER () AS total
-FROM priced co
-JOIN pool_stats r ON r.offer_id = co.id
-WHERE r.free_gpus >= %(min_gpus)s
-ORDER BY {order} {direction}, co.rate ASC, co.id ASC
-LIMIT %(limit)s OFFSET %(offset)s
+       co.pool_nodes, co.pool_gpus, co.nodes_with_free_gpus, co.free_gpus,
+       co.max_free_on_one_node, co.rate, co.currency, co.price_per_gpu_hour,
+       co.interruptible_price_per_gpu_hour, co.reserved_ladder, {reliability_column},
+       co.min_term_hours, co.preemption_notice_minutes, co.index_linked, co.total
+FROM page co{reliability_join}
+ORDER BY {order}, rate ASC, id ASC
 """
+
+# Reliability of the page's offers only (any ordering but by reliability): their pools again,
+# and the downtime of those nodes alone, instead of the whole fleet's.
+_RELIABILITY_OF_PAGE_SQL = """,
+page_pool AS ({page_pool}),
+page_downtime AS ({page_downtime}),
+page_reliability AS (
+  SELECT p.offer_id, {reliability} AS reliability_pct
+  FROM page_pool p
+  LEFT JOIN page_downtime d ON d.node_id = p.node_id
+  GROUP BY p.offer_id
+)"""
 
 
 def capacity_sql(
@@ -324,16 +346,46 @@ def capacity_sql(
         else:
             probe = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column)
             free_per_node, free_join = f"\nfree_per_node AS ({probe}),", by_node
+    order = _ORDER_SQL[ordering.lstrip("-")]
+    by_reliability = ordering.lstrip("-") == "reliability"
+    pool = POOL_SQL.format(offers="candidate_offers", node_filters=node_filters)
+    if by_reliability:
+        # Ordered by it: every candidate offer's reliability, from the whole fleet's downtime.
+        downtime = f"\ndowntime AS ({_DOWNTIME_SQL.format(nodes='')}),"
+        pool_stats = _POOL_STATS_SQL.format(
+            free_join=free_join,
+            reliability=f",\n       {_RELIABILITY_SQL} AS reliability_pct",
+            downtime_join="\nLEFT JOIN downtime d ON d.node_id = p.node_id",
+        )
+        page_reliability, reliability_of_page = ", r.reliability_pct", ""
+        reliability_column, reliability_join = "co.reliability_pct", ""
+    else:
+        downtime = ""
+        pool_stats = _POOL_STATS_SQL.format(free_join=free_join, reliability="", downtime_join="")
+        page_reliability = ""
+        reliability_of_page = _RELIABILITY_OF_PAGE_SQL.format(
+            page_pool=POOL_SQL.format(offers="page", node_filters=node_filters),
+            page_downtime=_DOWNTIME_SQL.format(
+                nodes="\n  AND ou.node_id IN (SELECT page_pool.node_id FROM page_pool)"
+            ),
+            reliability=_RELIABILITY_SQL,
+        )
+        reliability_column = "r.reliability_pct"
+        reliability_join = "\nJOIN page_reliability r ON r.offer_id = co.id"
+    direction = "DESC NULLS LAST" if descending else "ASC NULLS LAST"
     sql = _CAPACITY_SQL.format(
         rate=_RATE_SQL,
         offer_filters="".join(f"\n    AND {condition}" for condition in offer_filters),
         price_filters="".join(f" AND {condition}" for condition in price_filters),
-        pool=POOL_SQL.format(node_filters=node_filters),
+        pool=pool,
         free_per_node=free_per_node,
-        downtime=_DOWNTIME_SQL,
-        pool_stats=_POOL_STATS_SQL.format(free_join=free_join),
-        order=_ORDER_SQL[ordering.lstrip("-")],
-        direction="DESC NULLS LAST" if descending else "ASC NULLS LAST",
+        downtime=downtime,
+        pool_stats=pool_stats,
+        page_reliability=page_reliability,
+        reliability_of_page=reliability_of_page,
+        reliability_column=reliability_column,
+        reliability_join=reliability_join,
+        order=f"{order} {direction}",
     )
     return sql, params
 

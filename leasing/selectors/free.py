@@ -143,10 +143,11 @@ WHERE p.node_status = %(active)s
   AND cardinality(f.{column})
       > width_bucket(%(end)s::timestamptz - interval '1 microsecond', f.{column})"""
 
-# The nodes of each candidate offer: the named ones, or every node of its model at its site.
+# The nodes of each offer of `{offers}` (a CTE with id, site_id, gpu_model_id and named_nodes):
+# the named ones, or every node of its model at its site.
 POOL_SQL = """
 SELECT co.id AS offer_id, n.id AS node_id, n.gpu_count, n.status AS node_status
-FROM candidate_offers co
+FROM {offers} co
 JOIN inventory_node n ON n.site_id = co.site_id AND n.gpu_model_id = co.gpu_model_id
 WHERE n.status <> %(retired)s {node_filters}
   AND (NOT co.named_nodes OR EXISTS (
@@ -208,7 +209,7 @@ WITH candidate_offers AS (
          EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes
   FROM leasing_offer o WHERE o.id = ANY(%(offer_ids)s)
 ),
-pool AS ({POOL_SQL.format(node_filters="")}),
+pool AS ({POOL_SQL.format(offers="candidate_offers", node_filters="")}),
 free_per_node AS ({FREE_PER_NODE_SQL})
 SELECT offer_id, node_id, free FROM free_per_node
 """

@@ -16,7 +16,7 @@ from leasing.models import Offer
 from leasing.pricing import offer_prices, rate_for
 from leasing.selectors import CapacityFilters, Window, capacity_search, free_gpu_counts
 from tests.factories import ProviderFactory
-from tests.leasing.factories import busy, gpus_of, make_offer, outage, window
+from tests.leasing.factories import busy, gpus_of, make_nodes, make_offer, outage, window
 
 pytestmark = pytest.mark.django_db
 
@@ -289,6 +289,50 @@ def test_reliability_is_measured_availability_from_outages_of_the_last_90_days(
     row = by_offer(search(client_for(customer), start, end))[offer.pk]
 
     assert Decimal(row["reliability_pct"]) == pytest.approx(Decimal("93.750"), abs=Decimal("0.01"))
+
+
+def test_reliability_of_a_page_is_the_reliability_ordering_by_it_would_show(
+    client_for, provider, customer
+):
+    # Ordered by anything else, only the page's pools are measured (their nodes' downtime
+    # alone); ordered by reliability, every candidate's. Both must show the same figures, on
+    # every page, for pools of a site's model, pools of named nodes, and with node filters.
+    start, end = window(4)
+    site_pool = make_offer(provider, nodes=3, price_per_gpu_hour="2.10")
+    named = make_offer(
+        provider, nodes=site_pool.pool_nodes[:2], name_nodes=True, price_per_gpu_hour="2.20"
+    )
+    without_ib = make_offer(
+        provider, gpu_model_slug="h100-sxm", nodes=2, infiniband_gbit_s=0, price_per_gpu_hour="2.30"
+    )
+    clean = make_offer(provider, gpu_model_slug="b200", nodes=1, price_per_gpu_hour="2.40")
+    first, second, third = site_pool.pool_nodes
+    # In the site pool, but not in an InfiniBand search's.
+    (ethernet_only,) = make_nodes(site_pool.site, infiniband_gbit_s=0)
+    outage(ethernet_only, start - timedelta(days=30), start - timedelta(days=10))
+    outage(first, start - timedelta(days=20), start - timedelta(days=18))
+    outage(second, start - timedelta(days=5), None, gpu=gpus_of([second])[3])  # ongoing
+    outage(third, start - timedelta(days=120), start - timedelta(days=80))  # half in the 90 days
+    outage(without_ib.pool_nodes[1], start - timedelta(days=3), start - timedelta(days=2))
+    client = client_for(customer)
+
+    def reliability(**params):
+        rows = {}
+        for offset in range(0, 4):  # one offer a page: each page measured on its own
+            page = search(client, start, end, limit=1, offset=offset, **params)
+            rows.update(
+                {row["offer"]["id"]: row["reliability_pct"] for row in page["results"]}
+            )
+        return rows
+
+    by_price, by_reliability = reliability(), reliability(ordering="-reliability")
+    assert by_price == by_reliability
+    assert set(by_price) == {site_pool.pk, named.pk, without_ib.pk, clean.pk}
+    assert Decimal(by_price[clean.pk]) == 100
+    assert Decimal(by_price[site_pool.pk]) < Decimal(by_price[named.pk]) < 100
+    with_infiniband = reliability(interconnect="infiniband")
+    assert with_infiniband == reliability(interconnect="infiniband", ordering="reliability")
+    assert Decimal(with_infiniband[site_pool.pk]) > Decimal(by_price[site_pool.pk])
 
 
 def test_the_rate_in_sql_agrees_with_the_pricing_module(provider):
