@@ -126,7 +126,12 @@ class Node(models.Model):
             ),
             currency_is_iso("node_currency_iso", fields=("capex_currency",)),
         ]
-        indexes = [models.Index(fields=["gpu_model", "status"], name="node_model_status_idx")]
+        indexes = [
+            models.Index(fields=["gpu_model", "status"], name="node_model_status_idx"),
+            # An offer's pool (its model at its site): placement on every lease request, and
+            # capacity search's page of pools (leasing.selectors.free.POOL_SQL).
+            models.Index(fields=["site", "gpu_model"], name="node_site_model_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.hostname

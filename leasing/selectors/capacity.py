@@ -158,8 +158,9 @@ GROUP BY p.offer_id"""
 # their nodes' downtime `d`: GPU-seconds lost to outages (a node-wide outage costs every GPU of
 # the node) over GPU-seconds in the period. Outages of one node never overlap each other
 # (inventory's constraints and services), so the seconds simply add up.
-_RELIABILITY_SQL = """round(100 * (1 - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
-             / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3)"""
+_RELIABILITY_SQL = """round(100 * (1
+    - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
+      / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3)"""
 
 # Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU. `{nodes}`
 # narrows it to some nodes (the page's pools).

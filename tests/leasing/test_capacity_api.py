@@ -320,9 +320,7 @@ def test_reliability_of_a_page_is_the_reliability_ordering_by_it_would_show(
         rows = {}
         for offset in range(0, 4):  # one offer a page: each page measured on its own
             page = search(client, start, end, limit=1, offset=offset, **params)
-            rows.update(
-                {row["offer"]["id"]: row["reliability_pct"] for row in page["results"]}
-            )
+            rows.update({row["offer"]["id"]: row["reliability_pct"] for row in page["results"]})
         return rows
 
     by_price, by_reliability = reliability(), reliability(ordering="-reliability")
