@@ -66,7 +66,8 @@ class Site(models.Model):
 class Node(models.Model):
     """A server with its GPUs — the financial asset whose payback is tracked."""
 
-    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="nodes")
+    # No index of its own: node_site_model_idx and node_unique_hostname lead with the site.
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="nodes", db_index=False)
     hostname = models.CharField(max_length=253, help_text="Lower case; unique within the site.")
     serial = models.CharField(max_length=100, blank=True)
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="nodes")

@@ -142,7 +142,8 @@ END"""
 # Each offer's pool in one pass: its size and its free GPUs for the window (`{free_join}` finds
 # each node's free GPUs, for nodes with some: the CTE free_per_node, or for a broad search the
 # spans containing the start, joined to the pool directly), and `{reliability}`: the pool's
-# measured availability (_RELIABILITY_SQL), or nothing when only the page's offers need it.
+# measured availability (_RELIABILITY_SQL, over `{downtime_join}`: the CTE downtime joined to
+# the pool), or neither when only the page's offers need it.
 _POOL_STATS_SQL = """
 SELECT p.offer_id,
        count(*) AS pool_nodes,
@@ -177,7 +178,9 @@ WHERE ou.start < %(now)s AND (ou."end" IS NULL OR ou."end" > %(since)s){nodes}
 GROUP BY ou.node_id"""
 
 # Unqualified: they name the same columns in the statement that picks the page and in the one
-# that adds reliability to a page picked already.
+# that adds reliability to a page picked already. Each name must stay unique among the relations
+# those two statements join (offers, pool_stats, page, page_reliability): a second `rate` would
+# make the orderings ambiguous.
 _ORDER_SQL = {
     "price": "rate",
     "price_per_tflops": "rate / dense_bf16_tflops",

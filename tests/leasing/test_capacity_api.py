@@ -312,7 +312,7 @@ def test_reliability_of_a_page_is_the_reliability_ordering_by_it_would_show(
     outage(ethernet_only, start - timedelta(days=30), start - timedelta(days=10))
     outage(first, start - timedelta(days=20), start - timedelta(days=18))
     outage(second, start - timedelta(days=5), None, gpu=gpus_of([second])[3])  # ongoing
-    outage(third, start - timedelta(days=120), start - timedelta(days=80))  # half in the 90 days
+    outage(third, start - timedelta(days=120), start - timedelta(days=80))  # its end in the 90 days
     outage(without_ib.pool_nodes[1], start - timedelta(days=3), start - timedelta(days=2))
     client = client_for(customer)
 
