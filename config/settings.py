@@ -311,6 +311,8 @@ CELERY_VISIBILITY_TIMEOUT_SECONDS = env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS",
 if CELERY_BROKER_URL == "filesystem://":
     for folder in ("queue", "processed", "control", "results"):
         (CELERY_DIR / folder).mkdir(parents=True, exist_ok=True)
+    # kombu's filesystem transport, messages renamed into the queue whole (the module says why).
+    CELERY_BROKER_TRANSPORT = "core.celery_filesystem:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_DIR / "queue"),
         "data_folder_out": str(CELERY_DIR / "queue"),

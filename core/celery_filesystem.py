@@ -1,0 +1,47 @@
+"""The filesystem broker of the embedded defaults, with messages that appear whole.
+
+kombu's filesystem transport creates a message file in the queue folder and then writes it; a
+worker polling the folder can take the file in between, read nothing and stop with "Unrecoverable
+error: JSONDecodeError" (seen once in the test suite: the session's worker died and every task
+after it timed out). Here a message is written under a name no queue reads (a leading dot,
+`.part`) and renamed into the queue in one step, so a consumer finds it complete or not at all.
+config/settings.py names this transport when CELERY_BROKER_URL is empty or filesystem://; a
+Redis or RabbitMQ broker is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from time import monotonic
+from typing import Any
+
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem
+from kombu.utils.encoding import str_to_bytes
+from kombu.utils.json import dumps
+
+PARTIAL_PREFIX = "."
+
+
+def message_name(queue: str) -> str:
+    """A new message's file name, as kombu names them (oldest first when sorted)."""
+    return f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+
+
+class Channel(filesystem.Channel):
+    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+        """Put `payload` onto `queue`: written aside, then renamed into the queue folder."""
+        name = message_name(queue)
+        final = os.path.join(self.data_folder_out, name)
+        partial = os.path.join(self.data_folder_out, f"{PARTIAL_PREFIX}{name}.part")
+        try:
+            with open(partial, "wb") as message:
+                message.write(str_to_bytes(dumps(payload)))
+            os.replace(partial, final)
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+
+class Transport(filesystem.Transport):
+    Channel = Channel
