@@ -30,14 +30,16 @@ def message_name(queue: str) -> str:
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+    # kombu's own filesystem Channel names the argument `payload`, its abstract base `message`:
+    # no signature satisfies both, so this one follows the class it replaces.
+    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]
         """Put `payload` onto `queue`: written aside, then renamed into the queue folder."""
         name = message_name(queue)
         final = os.path.join(self.data_folder_out, name)
         partial = os.path.join(self.data_folder_out, f"{PARTIAL_PREFIX}{name}.part")
         try:
-            with open(partial, "wb") as message:
-                message.write(str_to_bytes(dumps(payload)))
+            with open(partial, "wb") as aside:
+                aside.write(str_to_bytes(dumps(payload)))
             os.replace(partial, final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
