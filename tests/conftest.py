@@ -20,6 +20,7 @@ from accounts.choices import KeyScope
 from accounts.models import Organization
 from accounts.services import api_key_create
 from config.celery import app
+from core.celery_filesystem import PARTIAL_PREFIX
 from core.tasks import ping
 from tests.factories import OperatorFactory, OrganizationFactory, ProviderFactory
 
@@ -137,11 +138,11 @@ def celery_worker_process(django_db_setup: None, django_db_blocker: object) -> I
 def _queues_purge() -> int:
     """Drop the messages waiting in the test broker's queues; how many there were."""
     if settings.CELERY_BROKER_URL == "filesystem://":
-        # A name with a leading dot is a message still being written (core.celery_filesystem).
+        # A message still being written is not in the queue yet (core.celery_filesystem).
         waiting = [
             message
             for message in (settings.CELERY_DIR / "queue").iterdir()
-            if not message.name.startswith(".")
+            if not message.name.startswith(PARTIAL_PREFIX)
         ]
         for message in waiting:
             message.unlink(missing_ok=True)
