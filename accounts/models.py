@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from babel import Locale
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
-from simple_history.models import HistoricalRecords
 
 from accounts.choices import KeyScope, Role
+from core.history import audit_history
 
 # A tax id as registered (EU VAT "DE123456789", "GB 123 4567 89", Australian ABN "51 824 753 556"):
 # upper-case letters and digits, spaces, dots, dashes or slashes, with at least one digit.
@@ -23,12 +20,6 @@ _TERRITORIES = Locale("en").territories
 def is_country_code(code: str) -> bool:
     """An ISO-3166 alpha-2 code babel knows a name for (not a region number like "150")."""
     return len(code) == 2 and code.isalpha() and code.isupper() and code in _TERRITORIES
-
-
-def history_user(request: Any = None, **kwargs: Any) -> Any:
-    """The user an audit row names: a real Django user, never an API-key principal."""
-    user = getattr(request, "user", None)
-    return user if isinstance(user, AbstractBaseUser) and user.pk is not None else None
 
 
 def country_name(code: str) -> str:
@@ -165,7 +156,7 @@ class BillingProfile(models.Model):
     )
     billing_email = models.EmailField(blank=True, help_text="Receives invoices and credit notes.")
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         constraints = [

@@ -273,59 +273,19 @@ def _pool(cursor: Any, offer: tuple[Any, ...], named: list[int]) -> list[int]:
     return sorted(node_id for (node_id,) in _rows(cursor, POOL_NODES_SQL, [offer[3], offer[2]]))
 
 
-def _lease_answer(
+def _contract_write(
     cursor: Any,
     *,
     customer_id: int,
     offer: tuple[Any, ...],
-    named: list[int],
-    body: dict[str, Any],
+    start: datetime,
+    end: datetime,
+    count: int,
+    now: datetime,
     actor: str,
-) -> tuple[int, Any]:
-    """The lease transaction of POST /api/v1/leases/ as plain SQL: (status, answer body)."""
-    now = timezone.now()
-    start = datetime.fromisoformat(body["start"])
-    end = datetime.fromisoformat(body["end"])
-    count = int(body["gpu_count"])
-    cursor.execute("SAVEPOINT bare_lease")
-    _rows(cursor, MARKET_SQL, [offer[5], offer[10], start.date()])
+) -> int:
+    """The lease's contract, created and put in force (as lease_contract_create); its id."""
     rate = offer[4]
-    node_ids = _pool(cursor, offer, named)
-    busy: set[int] = set()
-    chosen: tuple[dict[int, int], str] | None = None
-    expired_looked_up = False
-    for _ in range(MAX_PLACEMENT_ATTEMPTS):
-        choice = gpus_choose(
-            _free(cursor, node_ids, start=start, end=end, lock=False, exclude=busy), count
-        )
-        if choice is None and not expired_looked_up:
-            expired_looked_up = True
-            if _rows(cursor, EXPIRED_HOLDS_SQL, [now, node_ids, start, end]):
-                continue  # (none in this benchmark: lapsing them is not written out)
-        if choice is None:
-            break
-        wanted, placement = choice
-        locked = _free(cursor, node_ids, start=start, end=end, lock=True, only=wanted)
-        got = {gpu: node for node, ids in locked.items() for gpu in ids}
-        if len(got) == count:
-            chosen = (got, placement)
-            break
-        busy |= set(wanted) - set(got)
-    if chosen is None:
-        free_now = sum(
-            len(ids)
-            for ids in _free(
-                cursor, _pool(cursor, offer, named), start=start, end=end, lock=False
-            ).values()
-        )
-        cursor.execute("ROLLBACK TO SAVEPOINT bare_lease")
-        return 409, {
-            "code": "capacity_gone",
-            "message": "Not enough free GPUs for the whole window.",
-            "detail": {"free_gpus": free_now, "requested": count},
-        }
-    node_of, placement = chosen
-    gpu_ids = sorted(node_of)
     cursor.execute("SAVEPOINT bare_contract")
     (sequence,) = _rows(cursor, NEXTVAL_SQL)[0]
     number = f"CH-{start.year}-{sequence:06d}"
@@ -384,6 +344,76 @@ def _lease_answer(
         ],
     )
     cursor.execute("RELEASE SAVEPOINT bare_contract")
+    return int(contract_id)
+
+
+def _lease_answer(
+    cursor: Any,
+    *,
+    customer_id: int,
+    offer: tuple[Any, ...],
+    named: list[int],
+    body: dict[str, Any],
+    actor: str,
+) -> tuple[int, Any]:
+    """The lease transaction of POST /api/v1/leases/ as plain SQL: (status, answer body)."""
+    now = timezone.now()
+    start = datetime.fromisoformat(body["start"])
+    end = datetime.fromisoformat(body["end"])
+    count = int(body["gpu_count"])
+    cursor.execute("SAVEPOINT bare_lease")
+    _rows(cursor, MARKET_SQL, [offer[5], offer[10], start.date()])
+    rate = offer[4]
+    node_ids = _pool(cursor, offer, named)
+    busy: set[int] = set()
+    chosen: tuple[dict[int, int], str] | None = None
+    contract_id: int | None = None
+    expired_looked_up = False
+    for _ in range(MAX_PLACEMENT_ATTEMPTS):
+        choice = gpus_choose(
+            _free(cursor, node_ids, start=start, end=end, lock=False, exclude=busy), count
+        )
+        if choice is None and not expired_looked_up:
+            expired_looked_up = True
+            if _rows(cursor, EXPIRED_HOLDS_SQL, [now, node_ids, start, end]):
+                continue  # (none in this benchmark: lapsing them is not written out)
+        if choice is None:
+            break
+        if contract_id is None:
+            # As placement's before_lock: the contract is written once GPUs are found free,
+            # before any is locked.
+            contract_id = _contract_write(
+                cursor,
+                customer_id=customer_id,
+                offer=offer,
+                start=start,
+                end=end,
+                count=count,
+                now=now,
+                actor=actor,
+            )
+        wanted, placement = choice
+        locked = _free(cursor, node_ids, start=start, end=end, lock=True, only=wanted)
+        got = {gpu: node for node, ids in locked.items() for gpu in ids}
+        if len(got) == count:
+            chosen = (got, placement)
+            break
+        busy |= set(wanted) - set(got)
+    if chosen is None:
+        free_now = sum(
+            len(ids)
+            for ids in _free(
+                cursor, _pool(cursor, offer, named), start=start, end=end, lock=False
+            ).values()
+        )
+        cursor.execute("ROLLBACK TO SAVEPOINT bare_lease")
+        return 409, {
+            "code": "capacity_gone",
+            "message": "Not enough free GPUs for the whole window.",
+            "detail": {"free_gpus": free_now, "requested": count},
+        }
+    node_of, placement = chosen
+    gpu_ids = sorted(node_of)
     created = timezone.now()
     ((lease_id,),) = _rows(
         cursor,

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
 from django.db.models import F, Q
-from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
 from contracts.choices import (
@@ -23,13 +19,7 @@ from contracts.choices import (
     PricingBasis,
 )
 from core.fields import amount_field, currency_field, currency_is_iso, rate_field
-
-
-def history_user(instance: models.Model, request: Any = None, **kwargs: Any) -> Any:
-    """The Django user behind a change, if any; API-key callers are named in the change reason."""
-    user = getattr(request, "user", None) if request is not None else None
-    return user if isinstance(user, AbstractBaseUser) else None
-
+from core.history import audit_history
 
 # A claim the lessee answered: confirmed, accepted by silence, disputed, or (after a dispute)
 # decided.
@@ -90,7 +80,7 @@ class Contract(models.Model):
     provider_insolvency_flagged = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["-id"]
@@ -147,7 +137,7 @@ class Clause(models.Model):
     kind = models.CharField(max_length=32, choices=ClauseKind.choices)
     params = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["contract", "kind"]

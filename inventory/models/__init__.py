@@ -4,7 +4,7 @@ with the outages that the SLA and billing logic later read. One module per conce
 models from here."""
 
 from inventory.models.assets import Gpu, Node, Outage, Site
-from inventory.models.base import TsTzRange, history_user
+from inventory.models.base import TsTzRange
 from inventory.models.catalog import GpuModel
 from inventory.models.llm import LlmModel
 from inventory.models.market import IndexFixing, IndexSource, MarketPrice
@@ -22,5 +22,4 @@ __all__ = [
     "Outage",
     "Site",
     "TsTzRange",
-    "history_user",
 ]

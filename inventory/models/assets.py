@@ -8,12 +8,12 @@ from django.contrib.postgres.fields import RangeBoundary, RangeOperators
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Lower
-from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
 from core.fields import currency_field, currency_is_iso, rate_field
+from core.history import audit_history
 from inventory.choices import GpuHealth, NodeStatus, OutageCause, OutageKind, SiteTier
-from inventory.models.base import TsTzRange, history_user
+from inventory.models.base import TsTzRange
 from inventory.models.catalog import GpuModel
 
 
@@ -42,7 +42,7 @@ class Site(models.Model):
     tier = models.CharField(max_length=8, choices=SiteTier.choices, default=SiteTier.TIER_3)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["organization", "name"]
@@ -95,7 +95,7 @@ class Node(models.Model):
     power_idle_kw = models.DecimalField(max_digits=8, decimal_places=3)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["site", "hostname"]
@@ -149,7 +149,7 @@ class Gpu(models.Model):
     serial = models.CharField(max_length=64, blank=True)
     health = models.CharField(max_length=16, choices=GpuHealth.choices, default=GpuHealth.OK)
     health_changed_at = models.DateTimeField(null=True, blank=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["node", "index"]

@@ -6,10 +6,9 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
-from simple_history.models import HistoricalRecords
 
+from core.history import audit_history
 from inventory.choices import AttentionKind, Precision
-from inventory.models.base import history_user
 
 # The architecture figures of a catalogue model, in the order the API and the admin form show
 # them; LLM_FIELDS is every field a client or operator writes (the API adds the id).
@@ -77,7 +76,7 @@ class LlmModel(models.Model):
     spec_sources = models.JSONField(
         default=dict, blank=True, help_text="Where each figure comes from, by field name."
     )
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["publisher", "name"]

@@ -6,13 +6,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
-from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
 from core.fields import currency_field, currency_is_iso, rate_field
+from core.history import audit_history
 from inventory import indexing
 from inventory.choices import FixingStatus, IndexSourceKind, PriceTerm
-from inventory.models.base import history_user
 from inventory.models.catalog import GpuModel
 
 
@@ -54,7 +53,7 @@ class IndexSource(models.Model):
     )
     registered_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["name"]

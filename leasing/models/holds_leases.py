@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Q
-from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
-from contracts.models import Contract, history_user
+from contracts.models import Contract
 from core.fields import currency_field, rate_field
+from core.history import audit_history
 from core.tags import tags_check, tags_field
 from leasing.choices import (
     HoldStatus,
@@ -71,7 +71,7 @@ class HoldLimit(models.Model):
     )
     reason = models.TextField(help_text="Why this organization gets other limits.")
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["organization"]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Q
-from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
-from contracts.models import history_user
 from core.fields import currency_field, currency_is_iso, rate_field
+from core.history import audit_history
 from inventory.models import GpuModel, Node, Site
 from leasing.choices import (
     OfferStatus,
@@ -65,7 +64,7 @@ class Offer(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["id"]

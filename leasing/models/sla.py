@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
-from simple_history.models import HistoricalRecords
 
 from accounts.models import Organization
-from contracts.models import Contract, history_user
+from contracts.models import Contract
 from core.fields import currency_field, currency_is_iso, rate_field
+from core.history import audit_history
 from core.tags import tags_check, tags_field
 from inventory.models import Node
 from leasing.choices import (
@@ -86,7 +86,7 @@ class SlaOffering(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    history = HistoricalRecords(get_user=history_user)
+    history = audit_history()
 
     class Meta:
         ordering = ["id"]

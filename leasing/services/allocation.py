@@ -18,7 +18,7 @@ window) and chooses again, so an expired hold never blocks a booking.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -302,6 +302,7 @@ def place(
     end: datetime,
     preemptible: bool,
     now: datetime | None = None,
+    before_lock: Callable[[], None] | None = None,
 ) -> Placement:
     """Lock and choose `count` free GPUs of the offer for [start, end), or raise CapacityGone.
 
@@ -314,6 +315,11 @@ def place(
     share a node instead of failing on each other's locks. When too few GPUs are free, the
     expired holds in the way (not lapsed yet by the beat task) are lapsed once and the choice is
     made again. Must run inside the caller's transaction: the locks last until it commits.
+
+    `before_lock` runs once, when a first choice is found and before any GPU is locked: the
+    caller's writes that need no GPU but are wanted only when some are free (a lease's contract)
+    then hold no GPU lock while they run; a refusal after it still rolls them back with the
+    caller's transaction.
     """
     node_ids = pool_node_ids(offer)
     may_preempt = not preemptible
@@ -359,6 +365,9 @@ def place(
                 choice = (free_ids + to_cut, SINGLE_NODE if len(nodes) == 1 else MULTI_NODE)
         if choice is None:
             break
+        if before_lock is not None:
+            before_lock()
+            before_lock = None
         wanted, placement = choice
         free_wanted = sorted(set(wanted) - set(to_cut))
         got = _lock_wanted(node_ids, free_wanted, start=start, end=end, may_preempt=False)

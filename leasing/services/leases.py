@@ -314,6 +314,18 @@ def _lease_from_request(
     now: datetime,
 ) -> Lease:
     interruptible = request.pricing_mode == PricingMode.INTERRUPTIBLE
+    contracts: list[Contract] = []
+
+    def contract_write() -> None:
+        # A GPU-hour contract names no GPU: written once placement has found GPUs free and before
+        # it locks them, so its rows and their Python hold no GPU lock (a whole-server rent needs
+        # the placed nodes, so it waits for them).
+        contracts.append(
+            lease_contract_create(
+                customer=customer, request=request, terms=terms, actor=actor, now=now
+            )
+        )
+
     placement = place(
         request.offer,
         count=request.gpu_count,
@@ -321,10 +333,15 @@ def _lease_from_request(
         end=request.end,
         preemptible=interruptible,
         now=now,
+        before_lock=contract_write if terms.rent_per_node is None else None,
     )
     rent = terms.rent(placement.gpu_ids)
-    contract = lease_contract_create(
-        customer=customer, request=request, terms=terms, actor=actor, now=now, rent=rent
+    contract = (
+        contracts[0]
+        if contracts
+        else lease_contract_create(
+            customer=customer, request=request, terms=terms, actor=actor, now=now, rent=rent
+        )
     )
     lease = _lease_row(
         customer=customer,

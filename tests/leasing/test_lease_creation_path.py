@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from leasing.choices import HoldStatus
+from leasing.locks import GPUS_SKIP_LOCKED
 from leasing.models import Hold, Lease
 from leasing.tasks import expire_holds
 from tests.contracts.factories import EXIT_3_MONTHS
@@ -23,9 +24,9 @@ LEASES, HOLDS = "/api/v1/leases/", "/api/v1/holds/"
 
 # POST /api/v1/leases/ from an offer and a window, with an Idempotency-Key, once the process is
 # warm: authentication, the key's record, the offer with its named nodes (one statement), the
-# admission checks, the fixing of reference, the pool, the free GPUs read then locked, the
-# contract (number, row, clauses, history, events, put in force), the lease and its history and
-# webhook rows, the allocations, the answer read back (two statements) and stored on the key.
+# admission checks, the fixing of reference, the pool, the free GPUs read, the contract (number,
+# row, clauses, history, events, put in force), the chosen GPUs locked, the lease and its history
+# and webhook rows, the allocations, the answer read back (two statements) and stored on the key.
 # 50 statements (22 SELECTs) before the expired-hold sweep left the request and the contract
 # stopped reading back its clauses; 35 (13) before the offer's nodes were read with it.
 LEASE_STATEMENTS = 33
@@ -73,6 +74,17 @@ def test_a_lease_through_the_api_runs_a_fixed_number_of_statements(client_for, p
     ]
     assert clause_reads == []
     assert Lease.objects.get(pk=response.json()["id"]).contract.clauses.get().kind == ("exit_terms")
+    # The contract is written once GPUs are found free and before any is locked; the lease after.
+    order = [q["sql"] for q in captured.captured_queries]
+    contract_insert = first_index(order, 'INSERT INTO "contracts_contract"')
+    gpu_lock = first_index(order, GPUS_SKIP_LOCKED)
+    free_read = first_index(order, "FROM inventory_gpu g")
+    lease_insert = first_index(order, 'INSERT INTO "leasing_lease"')
+    assert free_read < contract_insert < gpu_lock < lease_insert
+
+
+def first_index(statements: list[str], fragment: str) -> int:
+    return next(i for i, sql in enumerate(statements) if fragment in sql)
 
 
 def test_a_lease_refused_for_want_of_capacity_runs_a_fixed_number_of_statements(
@@ -94,6 +106,11 @@ def test_a_lease_refused_for_want_of_capacity_runs_a_fixed_number_of_statements(
     kinds = statement_kinds(captured.captured_queries)
     assert len(captured.captured_queries) <= FULL_STATEMENTS, kinds
     assert kinds["SELECT"] <= FULL_SELECTS, kinds
+    # No GPU was found free: no contract was started, not even one rolled back.
+    assert not any(
+        "contracts_contract_number_seq" in q["sql"] or 'INSERT INTO "contracts_' in q["sql"]
+        for q in captured.captured_queries
+    )
 
 
 def test_a_lease_leaves_expired_holds_out_of_its_way_to_the_beat_task(
