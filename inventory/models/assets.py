@@ -132,6 +132,10 @@ class Node(models.Model):
             # An offer's pool (its model at its site): placement on every lease request, and
             # capacity search's page of pools (leasing.selectors.free.POOL_SQL).
             models.Index(fields=["site", "gpu_model"], name="node_site_model_idx"),
+            # The few nodes not in service: a broad capacity search leaves their spans out.
+            models.Index(
+                fields=["id"], name="node_not_active_idx", condition=~Q(status=NodeStatus.ACTIVE)
+            ),
         ]
 
     def __str__(self) -> str:

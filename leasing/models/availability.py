@@ -4,7 +4,8 @@ Capacity search reads one row per node (the span containing the window's start) 
 allocation that meets the window. Rows are written only by the database: the triggers of leasing
 migrations 0018 and 0020 rebuild a node's spans, from the earliest instant the change can
 affect, in the statement that changes one of its allocations, outages or GPUs
-(docs/architecture.md, "The free-capacity timeline").
+(docs/architecture.md, "The free-capacity timeline"). Each row carries its node's site and GPU
+model (leasing 0021), kept by the database too.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
 from django.db import models
 
-from inventory.models import Node
+from inventory.models import GpuModel, Node, Site
 
 
 class NodeFreeSpan(models.Model):
@@ -37,6 +38,14 @@ class NodeFreeSpan(models.Model):
         db_constraint=False,
         db_index=False,
         related_name="free_spans",
+    )
+    # The node's pool key, kept by the database (leasing 0021: set on insert from the node, and
+    # passed on when the node moves): a broad search sums free GPUs by it without the nodes.
+    site = models.ForeignKey(
+        Site, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    gpu_model = models.ForeignKey(
+        GpuModel, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
     )
     during = DateTimeRangeField()
     free_until = ArrayField(models.DateTimeField())

@@ -155,6 +155,45 @@ FROM pool p
 {free_join}{downtime_join}
 GROUP BY p.offer_id"""
 
+# A broad search not ordered by reliability and not filtered by interconnect: each offer's free
+# GPUs summed from the spans containing the start by their pool key (site, GPU model; leasing
+# 0021), leaving out the few nodes not in service, without building any pool of nodes; offers
+# that name their nodes probe those nodes' spans one by one (`{named_probe}`, over named_pool:
+# POOL_SQL's rule for them, from the named nodes by key rather than from the site's nodes).
+# The pool sizes are counted for the page only (_RELIABILITY_OF_PAGE_SQL).
+_FREE_STATS_BY_POOL_KEY_SQL = """
+WITH not_in_service AS (
+  SELECT n.id FROM inventory_node n WHERE n.status <> %(active)s
+),
+by_pool AS (
+  SELECT f.site_id, f.gpu_model_id, sum(f.free) AS free_gpus, max(f.free) AS max_free,
+         count(*) AS nodes_with_free
+  FROM span_free f
+  WHERE f.free > 0 AND f.node_id NOT IN (SELECT not_in_service.id FROM not_in_service)
+  GROUP BY f.site_id, f.gpu_model_id
+),
+named_pool AS (
+  SELECT co.id AS offer_id, n.id AS node_id, n.gpu_count, n.status AS node_status
+  FROM candidate_offers co
+  JOIN leasing_offer_nodes x ON x.offer_id = co.id
+  JOIN inventory_node n
+    ON n.id = x.node_id AND n.site_id = co.site_id AND n.gpu_model_id = co.gpu_model_id
+  WHERE co.named_nodes AND n.status <> %(retired)s
+),
+named AS (
+  SELECT f.offer_id, sum(f.free) AS free_gpus, max(f.free) AS max_free, count(*) AS nodes_with_free
+  FROM ({named_probe}) f
+  GROUP BY f.offer_id
+)
+SELECT co.id AS offer_id,
+       coalesce(nm.free_gpus, bp.free_gpus, 0)::int AS free_gpus,
+       coalesce(nm.max_free, bp.max_free, 0)::int AS max_free_on_one_node,
+       coalesce(nm.nodes_with_free, bp.nodes_with_free, 0)::int AS nodes_with_free_gpus
+FROM candidate_offers co
+LEFT JOIN by_pool bp
+  ON NOT co.named_nodes AND bp.site_id = co.site_id AND bp.gpu_model_id = co.gpu_model_id
+LEFT JOIN named nm ON co.named_nodes AND nm.offer_id = co.id"""
+
 # Measured availability over the last 90 days, per offer over the rows of its pool `p` joined to
 # their nodes' downtime `d`: GPU-seconds lost to outages (a node-wide outage costs every GPU of
 # the node) over GPU-seconds in the period. Outages of one node never overlap each other
@@ -218,7 +257,7 @@ priced AS (
 pool AS ({pool}),{free_per_node}{downtime}
 pool_stats AS ({pool_stats}),
 page AS (
-  SELECT co.*, r.pool_nodes, r.pool_gpus, r.nodes_with_free_gpus, r.free_gpus,
+  SELECT co.*, {page_pool_size}r.nodes_with_free_gpus, r.free_gpus,
          r.max_free_on_one_node{page_reliability}, count(*) OVER () AS total
   FROM priced co
   JOIN pool_stats r ON r.offer_id = co.id
@@ -229,7 +268,7 @@ page AS (
 SELECT co.id, co.name, co.provider_slug, co.provider_name, co.site_id, co.site_name,
        co.country, co.city, co.region, co.model_slug, co.model_name, co.vendor, co.generation,
        co.memory_gb, co.memory_bandwidth_tbps, co.dense_bf16_tflops,
-       co.pool_nodes, co.pool_gpus, co.nodes_with_free_gpus, co.free_gpus,
+       {pool_size}, co.nodes_with_free_gpus, co.free_gpus,
        co.max_free_on_one_node, co.rate, co.currency, co.price_per_gpu_hour,
        co.interruptible_price_per_gpu_hour, co.reserved_ladder, {reliability_column},
        co.min_term_hours, co.preemption_notice_minutes, co.index_linked, co.total
@@ -237,13 +276,14 @@ FROM page co{reliability_join}
 ORDER BY {order}, rate ASC, id ASC
 """
 
-# Reliability of the page's offers only (any ordering but by reliability): their pools again,
-# and the downtime of those nodes alone, instead of the whole fleet's.
+# Reliability and pool size of the page's offers only (any ordering but by reliability): their
+# pools again, and the downtime of those nodes alone, instead of the whole fleet's.
 _RELIABILITY_OF_PAGE_SQL = """,
 page_pool AS ({page_pool}),
 page_downtime AS ({page_downtime}),
 page_reliability AS (
-  SELECT p.offer_id, {reliability} AS reliability_pct
+  SELECT p.offer_id, count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus,
+         {reliability} AS reliability_pct
   FROM page_pool p
   LEFT JOIN page_downtime d ON d.node_id = p.node_id
   GROUP BY p.offer_id
@@ -337,21 +377,29 @@ def capacity_sql(
         or filters.region
     )
     by_node = "LEFT JOIN free_per_node f ON f.offer_id = p.offer_id AND f.node_id = p.node_id"
+    by_reliability = ordering.lstrip("-") == "reliability"
+    # The spans summed by their pool key (_FREE_STATS_BY_POOL_KEY_SQL): a broad search that needs
+    # neither every pool's reliability nor its nodes' interconnect.
+    by_pool_key = (
+        set_based and not from_allocations and not by_reliability and filters.interconnect is None
+    )
+    column = span_column(filters.pricing_mode)
     if from_allocations:
         blocked = f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else ""
         per_node = SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL
         free_per_node, free_join = f"{blocked}\nfree_per_node AS ({per_node}),", by_node
     else:
-        column = span_column(filters.pricing_mode)
         if set_based:
             spans = SPANS_FREE_CTE_SQL.format(column=column)
-            free_per_node = f"\nspan_free AS MATERIALIZED ({spans}),"
+            # Read once when summed by pool key; else joined to the pools: MATERIALIZED, or the
+            # planner, which underestimates the pool, would probe node by node.
+            materialized = "" if by_pool_key else "MATERIALIZED "
+            free_per_node = f"\nspan_free AS {materialized}({spans}),"
             free_join = SPANS_FREE_JOIN_SQL
         else:
-            probe = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column)
+            probe = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="pool")
             free_per_node, free_join = f"\nfree_per_node AS ({probe}),", by_node
     order = _ORDER_SQL[ordering.lstrip("-")]
-    by_reliability = ordering.lstrip("-") == "reliability"
     pool = POOL_SQL.format(offers="candidate_offers", node_filters=node_filters)
     if by_reliability:
         # Ordered by it: every candidate offer's reliability, from the whole fleet's downtime.
@@ -363,10 +411,19 @@ def capacity_sql(
         )
         page_reliability, reliability_of_page = ", r.reliability_pct", ""
         reliability_column, reliability_join = "co.reliability_pct", ""
+        page_pool_size, pool_size = "r.pool_nodes, r.pool_gpus, ", "co.pool_nodes, co.pool_gpus"
     else:
         downtime = ""
-        pool_stats = _POOL_STATS_SQL.format(free_join=free_join, reliability="", downtime_join="")
+        if by_pool_key:
+            pool_stats = _FREE_STATS_BY_POOL_KEY_SQL.format(
+                named_probe=SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="named_pool"),
+            )
+        else:
+            pool_stats = _POOL_STATS_SQL.format(
+                free_join=free_join, reliability="", downtime_join=""
+            )
         page_reliability = ""
+        page_pool_size, pool_size = "", "r.pool_nodes, r.pool_gpus"
         reliability_of_page = _RELIABILITY_OF_PAGE_SQL.format(
             page_pool=POOL_SQL.format(offers="page", node_filters=node_filters),
             page_downtime=_DOWNTIME_SQL.format(
@@ -386,6 +443,8 @@ def capacity_sql(
         downtime=downtime,
         pool_stats=pool_stats,
         page_reliability=page_reliability,
+        page_pool_size=page_pool_size,
+        pool_size=pool_size,
         reliability_of_page=reliability_of_page,
         reliability_column=reliability_column,
         reliability_join=reliability_join,

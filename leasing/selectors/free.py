@@ -84,7 +84,7 @@ WHERE p.node_status = %(active)s
 # underestimates the pool, would otherwise probe node by node) and joins it to the pool `p` by
 # hash (SPANS_FREE_JOIN_SQL: active nodes with some GPU free); per node takes each pool node's
 # first span ending after `start` from the (node, end) index and keeps it when it has begun by
-# `start` (no such span: nothing free then).
+# `start` (no such span: nothing free then); `{pool}` names the CTE of pool rows it probes.
 SPANS_FREE_JOIN_SQL = """LEFT JOIN span_free f
   ON f.node_id = p.node_id AND p.node_status = %(active)s AND f.free > 0"""
 
@@ -92,9 +92,10 @@ SPANS_FREE_JOIN_SQL = """LEFT JOIN span_free f
 # of class k (0..16) is shorter than 2^k hours, so it starts in (start - 2^k h, start]: one range
 # scan per class, each reading few spans that do not contain `start` (fewer than one per span
 # found); class 17 (longer finite spans) has no lower limit; spans open at the start (class -1)
-# are keyed by their end, spans open at the end (class 99) by their start.
+# are keyed by their end, spans open at the end (class 99) by their start. Each span comes with
+# its node's pool key (site, GPU model; leasing 0021), which the index covers too.
 SPANS_FREE_CTE_SQL = """
-SELECT sp.node_id,
+SELECT sp.node_id, sp.site_id, sp.gpu_model_id,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column}) AS free
 FROM (
@@ -104,21 +105,21 @@ FROM (
   FROM generate_series(0, 17) AS k
 ) c
 CROSS JOIN LATERAL (
-  SELECT sp.node_id, sp.{column} FROM leasing_nodefreespan sp
+  SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.{column} FROM leasing_nodefreespan sp
   WHERE leasing_free_span_class(sp.during) = c.class
     AND leasing_free_span_key(sp.during) > c.after
     AND leasing_free_span_key(sp.during) <= %(start)s::timestamptz
     AND upper(sp.during) > %(start)s::timestamptz
 ) sp
 UNION ALL
-SELECT sp.node_id,
+SELECT sp.node_id, sp.site_id, sp.gpu_model_id,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
 FROM leasing_nodefreespan sp
 WHERE leasing_free_span_class(sp.during) = -1
   AND leasing_free_span_key(sp.during) > %(start)s::timestamptz
 UNION ALL
-SELECT sp.node_id,
+SELECT sp.node_id, sp.site_id, sp.gpu_model_id,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
 FROM leasing_nodefreespan sp
@@ -129,7 +130,7 @@ SPANS_FREE_PER_NODE_PROBE_SQL = """
 SELECT p.offer_id, p.node_id,
        cardinality(f.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', f.{column}) AS free
-FROM pool p
+FROM {pool} p
 CROSS JOIN LATERAL (
   SELECT sp.during, sp.{column}
   FROM leasing_nodefreespan sp

@@ -11,12 +11,20 @@ from django.test.utils import CaptureQueriesContext
 
 from inventory.choices import GpuHealth, NodeStatus
 from inventory.models import Gpu, Node
+from inventory.services.nodes import node_update
 from leasing.choices import OfferStatus
 from leasing.models import Offer
 from leasing.pricing import offer_prices, rate_for
-from leasing.selectors import CapacityFilters, Window, capacity_search, free_gpu_counts
+from leasing.selectors import (
+    CapacityFilters,
+    Window,
+    capacity_search,
+    capacity_sql,
+    free_gpu_counts,
+)
 from tests.factories import ProviderFactory
 from tests.leasing.factories import busy, gpus_of, make_nodes, make_offer, outage, window
+from tests.leasing.free_spans import rows
 
 pytestmark = pytest.mark.django_db
 
@@ -501,3 +509,38 @@ def test_offers_of_every_provider_are_searched_but_offer_rows_are_not_changed(
     start, end = window(2)
     search(client_for(customer), start, end)
     assert Offer.objects.get(pk=offer.pk).updated_at == before
+
+
+def test_a_node_moved_to_another_site_or_model_is_counted_in_its_new_pool(
+    client_for, provider, customer
+):
+    """A broad search sums spans by the pool key they carry (leasing 0021): a node's move to
+    another site, or a change of its GPU model, passes the new key on to its spans, and spans
+    written after the move (a new booking) carry it too."""
+    melbourne = make_offer(provider, nodes=2)
+    sydney = make_offer(provider, nodes=1, city="Sydney", region="AU-NSW")
+    h100s = make_offer(provider, nodes=1, gpu_model_slug="h100-sxm", site=sydney.site)
+    moving, _ = melbourne.pool_nodes
+    start, end = window(24)
+    busy(gpus_of([moving])[:2], start, end)  # the moving node has 6 GPUs free for the window
+
+    node_update(node=moving, changes={}, site=sydney.site)
+    moved = by_offer(search(client_for(customer), start, end))
+    assert moved[melbourne.pk]["free_gpus"] == 8 and moved[melbourne.pk]["pool"]["nodes"] == 1
+    assert moved[sydney.pk]["free_gpus"] == 14 and moved[sydney.pk]["pool"]["nodes"] == 2
+    assert moved[sydney.pk]["max_free_gpus_on_one_node"] == 8
+
+    node_update(node=Node.objects.get(pk=moving.pk), changes={"gpu_model": "h100-sxm"})
+    busy(gpus_of([moving])[2:3], start, end)  # a booking after the move: its spans are rewritten
+    changed = by_offer(search(client_for(customer), start, end))
+    assert changed[sydney.pk]["free_gpus"] == 8
+    assert changed[h100s.pk]["free_gpus"] == 13 and changed[h100s.pk]["pool"]["nodes"] == 2
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT site_id, gpu_model_id FROM leasing_nodefreespan WHERE node_id = %s",
+            [moving.pk],
+        )
+        assert cursor.fetchall() == [(sydney.site_id, h100s.gpu_model_id)]
+    # The statement that counts from the allocations agrees, row for row.
+    filters = CapacityFilters(window=Window(start, end))
+    assert rows(capacity_sql(filters)) == rows(capacity_sql(filters, from_allocations=True))
