@@ -1,20 +1,23 @@
 """Reads of the leasing app: offers and SLA offerings by visibility, windows, capacity search.
 
 `visibility` scopes querysets to the caller, `windows` validates search and quote windows,
-`free` holds the one "free GPU" rule, `capacity` the search built on it, and `sizing` the
+`free` holds the one "free GPU" rule, `capacity_statement` the search's SQL built on it,
+`capacity` the search that runs it, and `sizing` the
 workload sizing that prices its fits with that search. Every name other
 modules use is importable from here.
 """
 
 from leasing.selectors.capacity import (
-    INTERCONNECTS,
-    ORDERINGS,
-    RELIABILITY_DAYS,
-    CapacityFilters,
     CapacityPage,
     CapacityResult,
     capacity_search,
     capacity_search_page,
+)
+from leasing.selectors.capacity_statement import (
+    INTERCONNECTS,
+    ORDERINGS,
+    RELIABILITY_DAYS,
+    CapacityFilters,
     capacity_sql,
 )
 from leasing.selectors.free import (

@@ -1,10 +1,9 @@
 """Capacity search: offers with GPUs free for a whole window, priced for the asked term.
 
-The search is one SQL statement (see `_CAPACITY_SQL`): offers are filtered and priced for the
-asked term, their pool of nodes is expanded, free GPUs are counted for the whole window (the
-rule of leasing.selectors.free), and reliability is measured from the pool's outages of the last
-90 days — all in the database, so a page of results costs one round trip whatever the size of
-the marketplace.
+The search runs one statement (leasing.selectors.capacity_statement: filters, free GPUs,
+reliability, the page and its total) and turns its rows into results, each priced again in
+Python for the asked term (leasing.pricing), with the offer's index-linked option when it has
+one.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -21,56 +19,18 @@ from django.utils import timezone
 
 from core.errors import ValidationFailed
 from core.rows import large_statements
-from leasing.choices import OfferStatus, PriceUnit, PricingMode
+from leasing.choices import PricingMode
 from leasing.pricing import OfferPrices, ladder_from_json, price_window
-from leasing.selectors.free import (
-    BLOCKED_PER_NODE_SQL,
-    FREE_PER_NODE_SQL,
-    POOL_SQL,
-    SEARCH_FREE_PER_NODE_SQL,
-    SPANS_FREE_CTE_SQL,
-    SPANS_FREE_JOIN_SQL,
-    SPANS_FREE_PER_NODE_PROBE_SQL,
-    free_params,
-    may_preempt_for,
-    span_column,
+from leasing.selectors.capacity_statement import (
+    INTERCONNECTS,
+    ORDERINGS,
+    CapacityFilters,
+    capacity_sql,
 )
 from leasing.selectors.index_linked import index_options
-from leasing.selectors.windows import Window
 
-RELIABILITY_DAYS = 90
 # The search's hashes hold one row per pool node: 100,000 nodes take about 10 MB each.
 SEARCH_WORK_MEM = "32MB"
-
-ORDERINGS = ("price", "price_per_tflops", "bandwidth_per_dollar", "reliability", "free_gpus")
-INTERCONNECTS = ("nvlink", "infiniband")
-
-
-@dataclass(frozen=True)
-class CapacityFilters:
-    """Everything a capacity search can ask for; the window is already validated."""
-
-    window: Window
-    pricing_mode: str = PricingMode.ON_DEMAND
-    term_months: int | None = None
-    gpu_models: Sequence[str] = ()
-    vendors: Sequence[str] = ()
-    generation: str | None = None
-    memory_gb_gte: int | None = None
-    min_gpus: int = 1
-    country: str | None = None
-    city: str | None = None
-    region: str | None = None
-    providers: Sequence[str] = ()
-    interconnect: str | None = None
-    price_gte: Decimal | None = None
-    price_lte: Decimal | None = None
-    currency: str | None = None
-    offer_ids: Sequence[int] = ()
-    ordering: str = "price"
-    limit: int = 50
-    offset: int = 0
-    now: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -126,331 +86,6 @@ class CapacityPage:
 # The rate of an offer for the asked mode and term, in SQL so that it can filter and order.
 # It mirrors leasing.pricing.rate_for (the highest ladder rung <= term, half-up to 6 places);
 # the rate shown is recomputed by pricing.price_window, and a test pins that the two agree.
-# CASE guards the casts: PostgreSQL does not promise to evaluate AND from left to right.
-_RATE_SQL = """
-CASE %(mode)s::text
-  WHEN 'on_demand' THEN o.price_per_gpu_hour
-  WHEN 'interruptible' THEN o.interruptible_price_per_gpu_hour
-  WHEN 'reserved' THEN round(o.price_per_gpu_hour * (100 - (
-      SELECT CASE WHEN r.value ~ '^[0-9]+(\\.[0-9]+)?$' THEN r.value::numeric END
-      FROM jsonb_each_text(o.reserved_ladder) r
-      WHERE (CASE WHEN r.key ~ '^[0-9]{1,4}$' THEN r.key::int END) <= %(term_months)s::int
-      ORDER BY (CASE WHEN r.key ~ '^[0-9]{1,4}$' THEN r.key::int END) DESC
-      LIMIT 1)) / 100, 6)
-END"""
-
-# Each offer's pool in one pass: its size and its free GPUs for the window (`{free_join}` finds
-# each node's free GPUs, for nodes with some: the CTE free_per_node, or for a broad search the
-# spans containing the start, joined to the pool directly), and `{reliability}`: the pool's
-# measured availability (_RELIABILITY_SQL, over `{downtime_join}`: the CTE downtime joined to
-# the pool), or neither when only the page's offers need it.
-_POOL_STATS_SQL = """
-SELECT p.offer_id,
-       count(*) AS pool_nodes,
-       sum(p.gpu_count) AS pool_gpus,
-       coalesce(sum(f.free), 0)::int AS free_gpus,
-       coalesce(max(f.free), 0)::int AS max_free_on_one_node,
-       count(f.free)::int AS nodes_with_free_gpus{reliability}
-FROM pool p
-{free_join}{downtime_join}
-GROUP BY p.offer_id"""
-
-# A broad search not ordered by reliability and not filtered by interconnect: each offer's free
-# GPUs summed from the spans containing the start by their pool key (site, GPU model; leasing
-# 0021), leaving out the few nodes not in service, without building any pool of nodes; offers
-# that name their nodes probe those nodes' spans one by one (`{named_probe}`, over named_pool:
-# POOL_SQL's rule for them, from the named nodes by key rather than from the site's nodes).
-# The pool sizes are counted for the page only (_RELIABILITY_OF_PAGE_SQL).
-_FREE_STATS_BY_POOL_KEY_SQL = """
-WITH not_in_service AS (
-  SELECT n.id FROM inventory_node n WHERE n.status <> %(active)s
-),
-by_pool AS (
-  SELECT f.site_id, f.gpu_model_id, sum(f.free) AS free_gpus, max(f.free) AS max_free,
-         count(*) AS nodes_with_free
-  FROM span_free f
-  WHERE f.free > 0 AND f.node_id NOT IN (SELECT not_in_service.id FROM not_in_service)
-  GROUP BY f.site_id, f.gpu_model_id
-),
-named_pool AS (
-  SELECT co.id AS offer_id, n.id AS node_id, n.gpu_count, n.status AS node_status
-  FROM candidate_offers co
-  JOIN leasing_offer_nodes x ON x.offer_id = co.id
-  JOIN inventory_node n
-    ON n.id = x.node_id AND n.site_id = co.site_id AND n.gpu_model_id = co.gpu_model_id
-  WHERE co.named_nodes AND n.status <> %(retired)s
-),
-named AS (
-  SELECT f.offer_id, sum(f.free) AS free_gpus, max(f.free) AS max_free, count(*) AS nodes_with_free
-  FROM ({named_probe}) f
-  GROUP BY f.offer_id
-)
-SELECT co.id AS offer_id,
-       coalesce(nm.free_gpus, bp.free_gpus, 0)::int AS free_gpus,
-       coalesce(nm.max_free, bp.max_free, 0)::int AS max_free_on_one_node,
-       coalesce(nm.nodes_with_free, bp.nodes_with_free, 0)::int AS nodes_with_free_gpus
-FROM candidate_offers co
-LEFT JOIN by_pool bp
-  ON NOT co.named_nodes AND bp.site_id = co.site_id AND bp.gpu_model_id = co.gpu_model_id
-LEFT JOIN named nm ON co.named_nodes AND nm.offer_id = co.id"""
-
-# Measured availability over the last 90 days, per offer over the rows of its pool `p` joined to
-# their nodes' downtime `d`: GPU-seconds lost to outages (a node-wide outage costs every GPU of
-# the node) over GPU-seconds in the period. Outages of one node never overlap each other
-# (inventory's constraints and services), so the seconds simply add up.
-_RELIABILITY_SQL = """round(100 * (1
-    - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
-      / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3)"""
-
-# Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU. `{nodes}`
-# narrows it to some nodes (the page's pools).
-_DOWNTIME_SQL = """
-SELECT ou.node_id,
-       coalesce(sum(extract(epoch FROM least(coalesce(ou."end", %(now)s), %(now)s)
-                                   - greatest(ou.start, %(since)s)))
-                FILTER (WHERE ou.gpu_id IS NULL), 0) AS node_seconds,
-       coalesce(sum(extract(epoch FROM least(coalesce(ou."end", %(now)s), %(now)s)
-                                   - greatest(ou.start, %(since)s)))
-                FILTER (WHERE ou.gpu_id IS NOT NULL), 0) AS gpu_seconds
-FROM inventory_outage ou
-WHERE ou.start < %(now)s AND (ou."end" IS NULL OR ou."end" > %(since)s){nodes}
-GROUP BY ou.node_id"""
-
-# Unqualified: they name the same columns in the statement that picks the page and in the one
-# that adds reliability to a page picked already. Each name must stay unique among the relations
-# those two statements join (offers, pool_stats, page, page_reliability): a second `rate` would
-# make the orderings ambiguous.
-_ORDER_SQL = {
-    "price": "rate",
-    "price_per_tflops": "rate / dense_bf16_tflops",
-    "bandwidth_per_dollar": "memory_bandwidth_tbps / rate",
-    "reliability": "reliability_pct",
-    "free_gpus": "free_gpus",
-}
-
-_CAPACITY_SQL = """
-WITH candidate_offers AS (
-  SELECT o.id, o.name, o.site_id, o.gpu_model_id, o.currency, o.price_per_gpu_hour,
-         o.interruptible_price_per_gpu_hour, o.reserved_ladder, o.min_term_hours,
-         o.preemption_notice_minutes,
-         ({rate}) AS rate,
-         pr.slug AS provider_slug, pr.name AS provider_name,
-         s.name AS site_name, s.country, s.city, s.region,
-         m.slug AS model_slug, m.name AS model_name, m.vendor, m.generation, m.memory_gb,
-         m.memory_bandwidth_tbps, m.dense_bf16_tflops,
-         EXISTS (SELECT 1 FROM leasing_offer_nodes x WHERE x.offer_id = o.id) AS named_nodes,
-         o.index_linked_terms IS NOT NULL AS index_linked
-  FROM leasing_offer o
-  JOIN inventory_gpumodel m ON m.id = o.gpu_model_id
-  JOIN inventory_site s ON s.id = o.site_id
-  JOIN accounts_organization pr ON pr.id = o.provider_id
-  WHERE o.status = %(published)s
-    AND o.price_unit = %(gpu_hour)s
-    AND o.available_from <= %(start)s
-    AND (o.available_until IS NULL OR o.available_until >= %(end)s)
-    AND o.min_term_hours * interval '1 hour' <= %(duration)s
-    {offer_filters}
-),
-priced AS (
-  SELECT * FROM candidate_offers co WHERE co.rate IS NOT NULL {price_filters}
-),
-pool AS ({pool}),{free_per_node}{downtime}
-pool_stats AS ({pool_stats}),
-page AS (
-  SELECT co.*, {page_pool_size}r.nodes_with_free_gpus, r.free_gpus,
-         r.max_free_on_one_node{page_reliability}, count(*) OVER () AS total
-  FROM priced co
-  JOIN pool_stats r ON r.offer_id = co.id
-  WHERE r.free_gpus >= %(min_gpus)s
-  ORDER BY {order}, rate ASC, id ASC
-  LIMIT %(limit)s OFFSET %(offset)s
-){reliability_of_page}
-SELECT co.id, co.name, co.provider_slug, co.provider_name, co.site_id, co.site_name,
-       co.country, co.city, co.region, co.model_slug, co.model_name, co.vendor, co.generation,
-       co.memory_gb, co.memory_bandwidth_tbps, co.dense_bf16_tflops,
-       {pool_size}, co.nodes_with_free_gpus, co.free_gpus,
-       co.max_free_on_one_node, co.rate, co.currency, co.price_per_gpu_hour,
-       co.interruptible_price_per_gpu_hour, co.reserved_ladder, {reliability_column},
-       co.min_term_hours, co.preemption_notice_minutes, co.index_linked, co.total
-FROM page co{reliability_join}
-ORDER BY {order}, rate ASC, id ASC
-"""
-
-# Reliability and pool size of the page's offers only (any ordering but by reliability): their
-# pools again, and the downtime of those nodes alone, instead of the whole fleet's.
-_RELIABILITY_OF_PAGE_SQL = """,
-page_pool AS ({page_pool}),
-page_downtime AS ({page_downtime}),
-page_reliability AS (
-  SELECT p.offer_id, count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus,
-         {reliability} AS reliability_pct
-  FROM page_pool p
-  LEFT JOIN page_downtime d ON d.node_id = p.node_id
-  GROUP BY p.offer_id
-)"""
-
-
-def capacity_sql(
-    filters: CapacityFilters, *, from_allocations: bool = False
-) -> tuple[str, dict[str, Any]]:
-    """The SQL text and parameters of a capacity search (the benchmark times it bare).
-
-    Free GPUs come from the free-capacity timeline (leasing.NodeFreeSpan). `from_allocations`
-    counts them from the allocations and outages themselves, GPU by GPU (the rule of
-    leasing.selectors.free): the reference the timeline's property test compares against.
-    """
-    now = filters.now or timezone.now()
-    params = free_params(
-        start=filters.window.start,
-        end=filters.window.end,
-        may_preempt=may_preempt_for(filters.pricing_mode),
-    )
-    params.update(
-        mode=filters.pricing_mode,
-        term_months=filters.term_months,
-        published=OfferStatus.PUBLISHED,
-        # GPU-hour offers only: whole-server monthly rent is leased from its offer directly.
-        gpu_hour=PriceUnit.GPU_HOUR,
-        duration=filters.window.duration,
-        min_gpus=filters.min_gpus,
-        limit=filters.limit,
-        offset=filters.offset,
-        now=now,
-        since=now - timedelta(days=RELIABILITY_DAYS),
-        reliability_seconds=RELIABILITY_DAYS * 86400,
-    )
-    offer_filters: list[str] = []
-    if filters.offer_ids:
-        offer_filters.append("o.id = ANY(%(offer_ids)s)")
-        params["offer_ids"] = list(filters.offer_ids)
-    if filters.gpu_models:
-        offer_filters.append("m.slug = ANY(%(gpu_models)s)")
-        params["gpu_models"] = list(filters.gpu_models)
-    if filters.vendors:
-        offer_filters.append("m.vendor = ANY(%(vendors)s)")
-        params["vendors"] = list(filters.vendors)
-    if filters.generation:
-        offer_filters.append("lower(m.generation) = lower(%(generation)s)")
-        params["generation"] = filters.generation
-    if filters.memory_gb_gte is not None:
-        offer_filters.append("m.memory_gb >= %(memory_gb_gte)s")
-        params["memory_gb_gte"] = filters.memory_gb_gte
-    if filters.country:
-        offer_filters.append("s.country = upper(%(country)s)")
-        params["country"] = filters.country
-    if filters.city:
-        offer_filters.append("lower(s.city) = lower(%(city)s)")
-        params["city"] = filters.city
-    if filters.region:
-        offer_filters.append("lower(s.region) = lower(%(region)s)")
-        params["region"] = filters.region
-    if filters.providers:
-        offer_filters.append("pr.slug = ANY(%(providers)s)")
-        params["providers"] = list(filters.providers)
-    if filters.currency:
-        offer_filters.append("o.currency = %(currency)s")
-        params["currency"] = filters.currency
-    price_filters: list[str] = []
-    if filters.price_gte is not None:
-        price_filters.append("co.rate >= %(price_gte)s")
-        params["price_gte"] = filters.price_gte
-    if filters.price_lte is not None:
-        price_filters.append("co.rate <= %(price_lte)s")
-        params["price_lte"] = filters.price_lte
-    node_filters = {
-        None: "",
-        "nvlink": "AND n.nvlink",
-        "infiniband": "AND n.infiniband_gbit_s > 0",
-    }[filters.interconnect]
-    ordering = filters.ordering
-    descending = ordering.startswith("-")
-    # Two plans for one rule. A search narrowed to a few pools probes an index once per node (or
-    # GPU) of those pools; a broad one reads every node's span containing the start (or counts
-    # the blocked GPUs of every node) in one index scan. PostgreSQL cannot pick between them
-    # itself: it underestimates the pool CTE by orders of magnitude.
-    set_based = not (
-        filters.offer_ids
-        or len(filters.gpu_models) == 1
-        or filters.providers
-        or filters.country
-        or filters.city
-        or filters.region
-    )
-    by_node = "LEFT JOIN free_per_node f ON f.offer_id = p.offer_id AND f.node_id = p.node_id"
-    by_reliability = ordering.lstrip("-") == "reliability"
-    # The spans summed by their pool key (_FREE_STATS_BY_POOL_KEY_SQL): a broad search that needs
-    # neither every pool's reliability nor its nodes' interconnect.
-    by_pool_key = (
-        set_based and not from_allocations and not by_reliability and filters.interconnect is None
-    )
-    column = span_column(filters.pricing_mode)
-    if from_allocations:
-        blocked = f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else ""
-        per_node = SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL
-        free_per_node, free_join = f"{blocked}\nfree_per_node AS ({per_node}),", by_node
-    else:
-        if set_based:
-            spans = SPANS_FREE_CTE_SQL.format(column=column)
-            # Read once when summed by pool key; else joined to the pools: MATERIALIZED, or the
-            # planner, which underestimates the pool, would probe node by node.
-            materialized = "" if by_pool_key else "MATERIALIZED "
-            free_per_node = f"\nspan_free AS {materialized}({spans}),"
-            free_join = SPANS_FREE_JOIN_SQL
-        else:
-            probe = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="pool")
-            free_per_node, free_join = f"\nfree_per_node AS ({probe}),", by_node
-    order = _ORDER_SQL[ordering.lstrip("-")]
-    pool = POOL_SQL.format(offers="candidate_offers", node_filters=node_filters)
-    if by_reliability:
-        # Ordered by it: every candidate offer's reliability, from the whole fleet's downtime.
-        downtime = f"\ndowntime AS ({_DOWNTIME_SQL.format(nodes='')}),"
-        pool_stats = _POOL_STATS_SQL.format(
-            free_join=free_join,
-            reliability=f",\n       {_RELIABILITY_SQL} AS reliability_pct",
-            downtime_join="\nLEFT JOIN downtime d ON d.node_id = p.node_id",
-        )
-        page_reliability, reliability_of_page = ", r.reliability_pct", ""
-        reliability_column, reliability_join = "co.reliability_pct", ""
-        page_pool_size, pool_size = "r.pool_nodes, r.pool_gpus, ", "co.pool_nodes, co.pool_gpus"
-    else:
-        downtime = ""
-        if by_pool_key:
-            pool_stats = _FREE_STATS_BY_POOL_KEY_SQL.format(
-                named_probe=SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="named_pool"),
-            )
-        else:
-            pool_stats = _POOL_STATS_SQL.format(
-                free_join=free_join, reliability="", downtime_join=""
-            )
-        page_reliability = ""
-        page_pool_size, pool_size = "", "r.pool_nodes, r.pool_gpus"
-        reliability_of_page = _RELIABILITY_OF_PAGE_SQL.format(
-            page_pool=POOL_SQL.format(offers="page", node_filters=node_filters),
-            page_downtime=_DOWNTIME_SQL.format(
-                nodes="\n  AND ou.node_id IN (SELECT page_pool.node_id FROM page_pool)"
-            ),
-            reliability=_RELIABILITY_SQL,
-        )
-        reliability_column = "r.reliability_pct"
-        reliability_join = "\nJOIN page_reliability r ON r.offer_id = co.id"
-    direction = "DESC NULLS LAST" if descending else "ASC NULLS LAST"
-    sql = _CAPACITY_SQL.format(
-        rate=_RATE_SQL,
-        offer_filters="".join(f"\n    AND {condition}" for condition in offer_filters),
-        price_filters="".join(f" AND {condition}" for condition in price_filters),
-        pool=pool,
-        free_per_node=free_per_node,
-        downtime=downtime,
-        pool_stats=pool_stats,
-        page_reliability=page_reliability,
-        page_pool_size=page_pool_size,
-        pool_size=pool_size,
-        reliability_of_page=reliability_of_page,
-        reliability_column=reliability_column,
-        reliability_join=reliability_join,
-        order=f"{order} {direction}",
-    )
-    return sql, params
 
 
 def _per_tflops(rate: Decimal, tflops: Decimal) -> Decimal:

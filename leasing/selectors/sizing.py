@@ -22,7 +22,8 @@ from inventory.choices import AttentionKind
 from inventory.models import LlmModel
 from inventory.rules import currency_errors, llm_architecture_errors
 from leasing.choices import PricingMode
-from leasing.selectors.capacity import CapacityFilters, CapacityResult, capacity_search_page
+from leasing.selectors.capacity import CapacityResult, capacity_search_page
+from leasing.selectors.capacity_statement import CapacityFilters
 from leasing.selectors.windows import MAX_TERM_MONTHS, Window
 from leasing.sizing import (
     OVERHEAD_RULE,
