@@ -5,7 +5,7 @@ allocation that meets the window. Rows are written only by the database: the tri
 migrations 0018 and 0020 rebuild a node's spans, from the earliest instant the change can
 affect, in the statement that changes one of its allocations, outages or GPUs
 (docs/architecture.md, "The free-capacity timeline"). Each row carries its node's site and GPU
-model (leasing 0021), kept by the database too.
+model (leasing 0021) and interconnect (leasing 0024), kept by the database too.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ class NodeFreeSpan(models.Model):
     gpu_model = models.ForeignKey(
         GpuModel, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
     )
+    # The node's interconnect, kept the same way (leasing 0024): a broad search asking for one
+    # keeps the spans of nodes that have it.
+    nvlink = models.BooleanField()
+    infiniband = models.BooleanField(help_text="The node has InfiniBand (infiniband_gbit_s > 0).")
     during = DateTimeRangeField()
     free_until = ArrayField(models.DateTimeField())
     free_until_strict = ArrayField(models.DateTimeField())

@@ -25,7 +25,6 @@ from leasing.selectors.free import (
     POOL_SQL,
     SEARCH_FREE_PER_NODE_SQL,
     SPANS_FREE_CTE_SQL,
-    SPANS_FREE_JOIN_SQL,
     SPANS_FREE_PER_NODE_PROBE_SQL,
     free_params,
     may_preempt_for,
@@ -37,6 +36,11 @@ RELIABILITY_DAYS = 90
 
 ORDERINGS = ("price", "price_per_tflops", "bandwidth_per_dollar", "reliability", "free_gpus")
 INTERCONNECTS = ("nvlink", "infiniband")
+# Each interconnect a search can ask for: a node's condition, and its span's (leasing 0024).
+_INTERCONNECT_SQL = {
+    "nvlink": ("n.nvlink", "f.nvlink"),
+    "infiniband": ("n.infiniband_gbit_s > 0", "f.infiniband"),
+}
 
 
 @dataclass(frozen=True)
@@ -79,9 +83,9 @@ CASE %(mode)s::text
       LIMIT 1)) / 100, 6)
 END"""
 
-# Each offer's pool in one pass: its free GPUs for the window (`{free_join}` finds each node's
-# free GPUs, for nodes with some: the CTE free_per_node, or for a broad search the spans
-# containing the start, joined to the pool directly), and `{reliability}`: the pool's size and
+# Each offer's pool in one pass, node by node (a narrow search, or the reference counting from
+# the allocations): its free GPUs for the window (`{free_join}` finds each node's free GPUs, for
+# nodes with some: the CTE free_per_node), and `{reliability}`: the pool's size and
 # measured availability (_RELIABILITY_SQL, over `{downtime_join}`: the CTE downtime joined to
 # the pool), or neither when only the page's offers need them (_RELIABILITY_OF_PAGE_SQL).
 _POOL_STATS_SQL = """
@@ -93,13 +97,15 @@ FROM pool p
 {free_join}{downtime_join}
 GROUP BY p.offer_id"""
 
-# A broad search not ordered by reliability and not filtered by interconnect: each offer's free
-# GPUs summed from the spans containing the start by their pool key (site, GPU model; leasing
-# 0021), leaving out the few nodes not in service, without building any pool of nodes; offers
-# that name their nodes probe those nodes' spans one by one (`{named_probe}`, over named_pool:
-# POOL_SQL's rule for them, from the named nodes by key rather than from the site's nodes).
-# The pool sizes are counted for the page only (_RELIABILITY_OF_PAGE_SQL).
-_FREE_STATS_BY_POOL_KEY_SQL = """
+# A broad search: each offer's free GPUs summed from the spans containing the start by their pool
+# key (site, GPU model; leasing 0021), leaving out the few nodes not in service and, by
+# `{span_filters}`, those without the asked interconnect (leasing 0024), without building any
+# pool of nodes; offers that name their nodes probe those nodes' spans one by one
+# (`{named_probe}`, over named_pool: POOL_SQL's rule for them, from the named nodes by key rather
+# than from the site's nodes). `{reliability}`: ordered by reliability, every offer's pool size
+# and availability, summed by key too (_SIZE_BY_POOL_KEY_SQL); else nothing (the page's, from
+# _RELIABILITY_OF_PAGE_SQL).
+_POOL_KEY_STATS_SQL = """
 WITH not_in_service AS (
   SELECT n.id FROM inventory_node n WHERE n.status <> %(active)s
 ),
@@ -107,7 +113,7 @@ by_pool AS (
   SELECT f.site_id, f.gpu_model_id, sum(f.free) AS free_gpus, max(f.free) AS max_free,
          count(*) AS nodes_with_free
   FROM span_free f
-  WHERE f.free > 0 AND f.node_id NOT IN (SELECT not_in_service.id FROM not_in_service)
+  WHERE f.free > 0 AND f.node_id NOT IN (SELECT not_in_service.id FROM not_in_service){span_filters}
   GROUP BY f.site_id, f.gpu_model_id
 ),
 named_pool AS (
@@ -116,29 +122,62 @@ named_pool AS (
   JOIN leasing_offer_nodes x ON x.offer_id = co.id
   JOIN inventory_node n
     ON n.id = x.node_id AND n.site_id = co.site_id AND n.gpu_model_id = co.gpu_model_id
-  WHERE co.named_nodes AND n.status <> %(retired)s
+  WHERE co.named_nodes AND n.status <> %(retired)s {node_filters}
 ),
 named AS (
   SELECT f.offer_id, sum(f.free) AS free_gpus, max(f.free) AS max_free, count(*) AS nodes_with_free
   FROM ({named_probe}) f
   GROUP BY f.offer_id
-)
+){reliability_ctes}
 SELECT co.id AS offer_id,
        coalesce(nm.free_gpus, bp.free_gpus, 0)::int AS free_gpus,
        coalesce(nm.max_free, bp.max_free, 0)::int AS max_free_on_one_node,
-       coalesce(nm.nodes_with_free, bp.nodes_with_free, 0)::int AS nodes_with_free_gpus
+       coalesce(nm.nodes_with_free, bp.nodes_with_free, 0)::int AS nodes_with_free_gpus{reliability}
 FROM candidate_offers co
 LEFT JOIN by_pool bp
   ON NOT co.named_nodes AND bp.site_id = co.site_id AND bp.gpu_model_id = co.gpu_model_id
-LEFT JOIN named nm ON co.named_nodes AND nm.offer_id = co.id"""
+LEFT JOIN named nm ON co.named_nodes AND nm.offer_id = co.id{reliability_joins}"""
+
+# Every offer's pool size and availability for a broad search ordered by reliability: the nodes
+# and their downtime summed by pool key once (size_by_key), the named pools by offer. Each offer
+# joins one of the two (the joins on named_nodes exclude each other), so coalesce picks it.
+_SIZE_BY_POOL_KEY_SQL = """,
+size_by_key AS (
+  SELECT n.site_id, n.gpu_model_id, count(*) AS pool_nodes, sum(n.gpu_count) AS pool_gpus,
+         sum(n.gpu_count * d.node_seconds + d.gpu_seconds) AS lost
+  FROM inventory_node n
+  LEFT JOIN downtime d ON d.node_id = n.id
+  WHERE n.status <> %(retired)s {node_filters}
+  GROUP BY n.site_id, n.gpu_model_id
+),
+size_named AS (
+  SELECT p.offer_id, count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus,
+         sum(p.gpu_count * d.node_seconds + d.gpu_seconds) AS lost
+  FROM named_pool p
+  LEFT JOIN downtime d ON d.node_id = p.node_id
+  GROUP BY p.offer_id
+)"""
+_SIZE_BY_POOL_KEY_JOINS = """
+LEFT JOIN size_by_key sk
+  ON NOT co.named_nodes AND sk.site_id = co.site_id AND sk.gpu_model_id = co.gpu_model_id
+LEFT JOIN size_named sn ON co.named_nodes AND sn.offer_id = co.id"""
 
 # Measured availability over the last 90 days, per offer over the rows of its pool `p` joined to
 # their nodes' downtime `d`: GPU-seconds lost to outages (a node-wide outage costs every GPU of
 # the node) over GPU-seconds in the period. Outages of one node never overlap each other
 # (inventory's constraints and services), so the seconds simply add up.
-_RELIABILITY_SQL = """round(100 * (1
-    - coalesce(sum(p.gpu_count * d.node_seconds + d.gpu_seconds), 0)
-      / (sum(p.gpu_count) * %(reliability_seconds)s::numeric)), 3)"""
+_RELIABILITY_OF_SQL = """round(100 * (1
+    - coalesce({lost}, 0) / ({gpus} * %(reliability_seconds)s::numeric)), 3)"""
+_RELIABILITY_SQL = _RELIABILITY_OF_SQL.format(
+    lost="sum(p.gpu_count * d.node_seconds + d.gpu_seconds)", gpus="sum(p.gpu_count)"
+)
+_SIZE_BY_POOL_KEY_RELIABILITY = _RELIABILITY_OF_SQL.format(
+    lost="coalesce(sn.lost, sk.lost)", gpus="coalesce(sn.pool_gpus, sk.pool_gpus)"
+)
+_SIZE_BY_POOL_KEY_COLUMNS = f""",
+       coalesce(sn.pool_nodes, sk.pool_nodes) AS pool_nodes,
+       coalesce(sn.pool_gpus, sk.pool_gpus) AS pool_gpus,
+       {_SIZE_BY_POOL_KEY_RELIABILITY} AS reliability_pct"""
 
 # Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU. `{nodes}`
 # narrows it to some nodes (the page's pools).
@@ -295,11 +334,10 @@ def capacity_sql(
     if filters.price_lte is not None:
         price_filters.append("co.rate <= %(price_lte)s")
         params["price_lte"] = filters.price_lte
-    node_filters = {
-        None: "",
-        "nvlink": "AND n.nvlink",
-        "infiniband": "AND n.infiniband_gbit_s > 0",
-    }[filters.interconnect]
+    node_filters = span_filters = ""
+    if filters.interconnect:
+        node_condition, span_condition = _INTERCONNECT_SQL[filters.interconnect]
+        node_filters, span_filters = f"AND {node_condition}", f" AND {span_condition}"
     ordering = filters.ordering
     descending = ordering.startswith("-")
     # Two plans for one rule. A search narrowed to a few pools probes an index once per node (or
@@ -316,53 +354,53 @@ def capacity_sql(
     )
     by_node = "LEFT JOIN free_per_node f ON f.offer_id = p.offer_id AND f.node_id = p.node_id"
     by_reliability = ordering.lstrip("-") == "reliability"
-    # The spans summed by their pool key (_FREE_STATS_BY_POOL_KEY_SQL): a broad search that needs
-    # neither every pool's reliability nor its nodes' interconnect.
-    by_pool_key = (
-        set_based and not from_allocations and not by_reliability and filters.interconnect is None
-    )
+    # A broad search on the timeline sums the spans by their pool key (_POOL_KEY_STATS_SQL);
+    # the others count node by node over each offer's pool (_POOL_STATS_SQL).
+    by_pool_key = set_based and not from_allocations
     column = span_column(filters.pricing_mode)
+    free_per_node = free_join = ""
     if from_allocations:
         blocked = f"\nblocked_per_node AS ({BLOCKED_PER_NODE_SQL})," if set_based else ""
         per_node = SEARCH_FREE_PER_NODE_SQL if set_based else FREE_PER_NODE_SQL
         free_per_node, free_join = f"{blocked}\nfree_per_node AS ({per_node}),", by_node
+    elif by_pool_key:
+        free_per_node = f"\nspan_free AS ({SPANS_FREE_CTE_SQL.format(column=column)}),"
     else:
-        if set_based:
-            spans = SPANS_FREE_CTE_SQL.format(column=column)
-            # Read once when summed by pool key; else joined to the pools: MATERIALIZED, or the
-            # planner, which underestimates the pool, would probe node by node.
-            materialized = "" if by_pool_key else "MATERIALIZED "
-            free_per_node = f"\nspan_free AS {materialized}({spans}),"
-            free_join = SPANS_FREE_JOIN_SQL
-        else:
-            probe = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="pool")
-            free_per_node, free_join = f"\nfree_per_node AS ({probe}),", by_node
+        probe = SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="pool")
+        free_per_node, free_join = f"\nfree_per_node AS ({probe}),", by_node
     order = _ORDER_SQL[ordering.lstrip("-")]
     pool = POOL_SQL.format(offers="candidate_offers", node_filters=node_filters)
-    if by_reliability:
-        # Ordered by it: every candidate offer's reliability, from the whole fleet's downtime.
-        downtime = f"\ndowntime AS ({_DOWNTIME_SQL.format(nodes='')}),"
+    # Ordered by it: every candidate offer's reliability, from the whole fleet's downtime.
+    downtime = f"\ndowntime AS ({_DOWNTIME_SQL.format(nodes='')})," if by_reliability else ""
+    if by_pool_key:
+        pool_stats = _POOL_KEY_STATS_SQL.format(
+            span_filters=span_filters,
+            node_filters=node_filters,
+            named_probe=SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="named_pool"),
+            reliability_ctes=(
+                _SIZE_BY_POOL_KEY_SQL.format(node_filters=node_filters) if by_reliability else ""
+            ),
+            reliability=_SIZE_BY_POOL_KEY_COLUMNS if by_reliability else "",
+            reliability_joins=_SIZE_BY_POOL_KEY_JOINS if by_reliability else "",
+        )
+    else:
         pool_stats = _POOL_STATS_SQL.format(
             free_join=free_join,
             reliability=(
                 ",\n       count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus,"
                 f"\n       {_RELIABILITY_SQL} AS reliability_pct"
+                if by_reliability
+                else ""
             ),
-            downtime_join="\nLEFT JOIN downtime d ON d.node_id = p.node_id",
+            downtime_join=(
+                "\nLEFT JOIN downtime d ON d.node_id = p.node_id" if by_reliability else ""
+            ),
         )
+    if by_reliability:
         page_reliability, reliability_of_page = ", r.reliability_pct", ""
         reliability_column, reliability_join = "co.reliability_pct", ""
         page_pool_size, pool_size = "r.pool_nodes, r.pool_gpus, ", "co.pool_nodes, co.pool_gpus"
     else:
-        downtime = ""
-        if by_pool_key:
-            pool_stats = _FREE_STATS_BY_POOL_KEY_SQL.format(
-                named_probe=SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="named_pool"),
-            )
-        else:
-            pool_stats = _POOL_STATS_SQL.format(
-                free_join=free_join, reliability="", downtime_join=""
-            )
         page_reliability = ""
         page_pool_size, pool_size = "", "r.pool_nodes, r.pool_gpus"
         reliability_of_page = _RELIABILITY_OF_PAGE_SQL.format(

@@ -80,22 +80,20 @@ WHERE p.node_status = %(active)s
 # begins, sorted, so the GPUs free for the whole window are those free until `end` or later:
 # cardinality minus width_bucket (a binary search: entries <= end - 1 microsecond). `{column}` is
 # free_until or free_until_strict (see span_column). Two plans: set-based reads the span of every
-# node containing `start` once (the CTE `span_free`, MATERIALIZED: the planner, which
-# underestimates the pool, would otherwise probe node by node) and joins it to the pool `p` by
-# hash (SPANS_FREE_JOIN_SQL: active nodes with some GPU free); per node takes each pool node's
-# first span ending after `start` from the (node, end) index and keeps it when it has begun by
-# `start` (no such span: nothing free then); `{pool}` names the CTE of pool rows it probes.
-SPANS_FREE_JOIN_SQL = """LEFT JOIN span_free f
-  ON f.node_id = p.node_id AND p.node_status = %(active)s AND f.free > 0"""
-
+# node containing `start` once (SPANS_FREE_CTE_SQL, which leasing.selectors.capacity sums by
+# pool key); per node (SPANS_FREE_PER_NODE_PROBE_SQL) takes each pool node's first span ending
+# after `start` from the (node, end) index and keeps it when it has begun by `start` (no such
+# span: nothing free then); `{pool}` names the CTE of pool rows it probes.
+#
 # The spans containing `start`, read by length class from one btree (leasing 0020): a finite span
 # of class k (0..16) is shorter than 2^k hours, so it starts in (start - 2^k h, start]: one range
 # scan per class, each reading few spans that do not contain `start` (fewer than one per span
 # found); class 17 (longer finite spans) has no lower limit; spans open at the start (class -1)
 # are keyed by their end, spans open at the end (class 99) by their start. Each span comes with
-# its node's pool key (site, GPU model; leasing 0021), which the index covers too.
+# its node's pool key (site, GPU model; leasing 0021) and interconnect (leasing 0024), which the
+# index covers too.
 SPANS_FREE_CTE_SQL = """
-SELECT sp.node_id, sp.site_id, sp.gpu_model_id,
+SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column}) AS free
 FROM (
@@ -105,21 +103,22 @@ FROM (
   FROM generate_series(0, 17) AS k
 ) c
 CROSS JOIN LATERAL (
-  SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.{column} FROM leasing_nodefreespan sp
+  SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband, sp.{column}
+  FROM leasing_nodefreespan sp
   WHERE leasing_free_span_class(sp.during) = c.class
     AND leasing_free_span_key(sp.during) > c.after
     AND leasing_free_span_key(sp.during) <= %(start)s::timestamptz
     AND upper(sp.during) > %(start)s::timestamptz
 ) sp
 UNION ALL
-SELECT sp.node_id, sp.site_id, sp.gpu_model_id,
+SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
 FROM leasing_nodefreespan sp
 WHERE leasing_free_span_class(sp.during) = -1
   AND leasing_free_span_key(sp.during) > %(start)s::timestamptz
 UNION ALL
-SELECT sp.node_id, sp.site_id, sp.gpu_model_id,
+SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
 FROM leasing_nodefreespan sp

@@ -544,3 +544,57 @@ def test_a_node_moved_to_another_site_or_model_is_counted_in_its_new_pool(
     # The statement that counts from the allocations agrees, row for row.
     filters = CapacityFilters(window=Window(start, end))
     assert rows(capacity_sql(filters)) == rows(capacity_sql(filters, from_allocations=True))
+
+
+def test_a_node_whose_interconnect_changes_is_counted_by_its_new_interconnect(
+    client_for, provider, customer
+):
+    """A broad search asking for an interconnect keeps the spans of nodes that have it (leasing
+    0024): a change of a node's NVLink or InfiniBand, made through the API, reaches its spans,
+    whether the search is ordered by price or by reliability."""
+    offer = make_offer(provider, nodes=2)
+    changing, steady = offer.pool_nodes
+    start, end = window(24)
+    outage(steady, start - timedelta(days=10), start - timedelta(days=9))  # lowers reliability
+    busy(gpus_of([changing])[:2], start, end)  # 6 GPUs free on the changing node
+    customer_client, provider_client = client_for(customer), client_for(provider)
+
+    def counted(interconnect):
+        found, asked = {}, {"interconnect": interconnect} if interconnect else {}
+        for ordering in ("price", "-reliability"):
+            page = search(customer_client, start, end, ordering=ordering, **asked)
+            row = by_offer(page).get(offer.pk)
+            found[ordering] = row and (
+                row["free_gpus"], row["pool"]["nodes"], Decimal(row["reliability_pct"])
+            )
+        assert found["price"] == found["-reliability"], found
+        return found["price"]
+
+    both = counted("infiniband")
+    assert both[:2] == (14, 2) and both[2] < 100
+    answer = provider_client.patch(
+        f"/api/v1/nodes/{steady.pk}/", {"infiniband_gbit_s": 0}, format="json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert counted("infiniband") == (6, 1, Decimal("100.000"))  # the node without its outage
+    assert counted("nvlink") == both
+    answer = provider_client.patch(f"/api/v1/nodes/{changing.pk}/", {"nvlink": False}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert counted("nvlink")[:2] == (8, 1)
+    assert counted("infiniband") == (6, 1, Decimal("100.000"))
+    assert counted(None) == both
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT node_id, nvlink, infiniband FROM leasing_nodefreespan"
+            " WHERE node_id IN (%s, %s) ORDER BY node_id",
+            [changing.pk, steady.pk],
+        )
+        assert cursor.fetchall() == sorted(
+            [(changing.pk, False, True), (steady.pk, True, False)]
+        )
+    for ordering in ("price", "-reliability"):
+        for interconnect in ("nvlink", "infiniband"):
+            filters = CapacityFilters(
+                window=Window(start, end), interconnect=interconnect, ordering=ordering
+            )
+            assert rows(capacity_sql(filters)) == rows(capacity_sql(filters, from_allocations=True))

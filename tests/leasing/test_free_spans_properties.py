@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from core.errors import ApplicationError
 from inventory.choices import GpuHealth, OutageKind
-from inventory.models import Gpu, Outage
+from inventory.models import Gpu, Node, Outage
 from inventory.schemas import OutageInput
 from inventory.services.gpus import gpu_health_set
 from inventory.services.outages import outage_create, outage_delete, outage_update
@@ -141,6 +141,8 @@ def test_the_free_spans_always_equal_the_allocations_they_sum_up(operations):
         # A second offer naming one of the nodes: a broad search sums the first offer's pool by
         # (site, model) and this one node by node (leasing.selectors.capacity).
         make_offer(provider, nodes=nodes[:1], name_nodes=True)
+        # Without NVLink: left out of the pool of an NVLink search (also summed by pool key).
+        Node.objects.filter(pk=nodes[1].pk).update(nvlink=False)
         node_ids = [node.pk for node in nodes]
         base = hour_from_now(2)
         for operation in operations:
@@ -167,6 +169,15 @@ def test_the_free_spans_always_equal_the_allocations_they_sum_up(operations):
                 )  # fmt: skip
                 assert rows(capacity_sql(filters)) == rows(
                     capacity_sql(filters, from_allocations=True)
+                )
+                # Ordered by reliability, with the outages so far in its 90 days, for NVLink.
+                by_reliability = CapacityFilters(
+                    window=Window(base, base + timedelta(hours=4)), pricing_mode=mode,
+                    ordering="-reliability", interconnect="nvlink",
+                    now=base + timedelta(hours=HOURS + 1),
+                )  # fmt: skip
+                assert rows(capacity_sql(by_reliability)) == rows(
+                    capacity_sql(by_reliability, from_allocations=True)
                 )
                 narrow = CapacityFilters(
                     window=Window(base + timedelta(hours=3), base + timedelta(hours=9)),
