@@ -56,10 +56,14 @@ $$ LANGUAGE plpgsql;
 """
 
 
-def _indexes(include: str) -> str:
-    return f"""
+_DROP_INDEXES = """
 DROP INDEX node_free_span_class_key;
 DROP INDEX node_free_span_class_key_strict;
+"""
+
+
+def _indexes(include: str) -> str:
+    return f"""
 CREATE INDEX node_free_span_class_key ON leasing_nodefreespan {_KEY}
   INCLUDE (node_id, during, free_until, site_id, gpu_model_id{include});
 CREATE INDEX node_free_span_class_key_strict ON leasing_nodefreespan {_KEY}
@@ -67,8 +71,13 @@ CREATE INDEX node_free_span_class_key_strict ON leasing_nodefreespan {_KEY}
 """
 
 
+# The nodes are locked against change (SHARE) for the migration: a node's interconnect changed
+# after the backfill read it would otherwise reach the old trigger, which passes on only the
+# pool key. The search indexes are dropped before the rewrite and built after it.
 _SQL = (
-    """
+    "LOCK TABLE inventory_node IN SHARE MODE;"
+    + _DROP_INDEXES
+    + """
 ALTER TABLE leasing_nodefreespan ADD COLUMN nvlink boolean, ADD COLUMN infiniband boolean;
 UPDATE leasing_nodefreespan sp SET nvlink = n.nvlink, infiniband = n.infiniband_gbit_s > 0
 FROM inventory_node n WHERE n.id = sp.node_id;
@@ -81,6 +90,7 @@ ALTER TABLE leasing_nodefreespan
 
 _REVERSE_SQL = (
     _functions(with_interconnect=False)
+    + _DROP_INDEXES
     + _indexes("")
     + "ALTER TABLE leasing_nodefreespan DROP COLUMN nvlink, DROP COLUMN infiniband;"
 )

@@ -28,9 +28,9 @@ class NodeFreeSpan(models.Model):
     datetime holds.
     """
 
-    # Its indexes are expressions, so migrations hold them (leasing 0018, 0020, 0023): searches read
-    # the spans holding one moment by length class and start (leasing.selectors.free
-    # .SPANS_FREE_CTE_SQL); narrow searches and the triggers' rebuilds probe (node, span end).
+    # Its indexes are expressions, so migrations hold them (leasing 0018, 0020, 0023, 0024):
+    # searches read the spans holding one moment by length class and start (leasing.selectors
+    # .free.SPANS_FREE_CTE_SQL); narrow searches and the triggers' rebuilds probe (node, span end).
     # No index of its own: the (node, span end) index of leasing 0018 leads with the node.
     node = models.ForeignKey(
         Node,

@@ -355,8 +355,10 @@ def capacity_sql(
     by_node = "LEFT JOIN free_per_node f ON f.offer_id = p.offer_id AND f.node_id = p.node_id"
     by_reliability = ordering.lstrip("-") == "reliability"
     # A broad search on the timeline sums the spans by their pool key (_POOL_KEY_STATS_SQL);
-    # the others count node by node over each offer's pool (_POOL_STATS_SQL).
-    by_pool_key = set_based and not from_allocations
+    # the others count node by node over each offer's pool (_POOL_STATS_SQL). The sums cannot
+    # tell an offer whose pool has no node from one with no GPU free: both are left out when at
+    # least one free GPU is asked for (the API's minimum), not when none is.
+    by_pool_key = set_based and not from_allocations and filters.min_gpus >= 1
     column = span_column(filters.pricing_mode)
     free_per_node = free_join = ""
     if from_allocations:

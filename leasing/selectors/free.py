@@ -80,10 +80,10 @@ WHERE p.node_status = %(active)s
 # begins, sorted, so the GPUs free for the whole window are those free until `end` or later:
 # cardinality minus width_bucket (a binary search: entries <= end - 1 microsecond). `{column}` is
 # free_until or free_until_strict (see span_column). Two plans: set-based reads the span of every
-# node containing `start` once (SPANS_FREE_CTE_SQL, which leasing.selectors.capacity sums by
-# pool key); per node (SPANS_FREE_PER_NODE_PROBE_SQL) takes each pool node's first span ending
-# after `start` from the (node, end) index and keeps it when it has begun by `start` (no such
-# span: nothing free then); `{pool}` names the CTE of pool rows it probes.
+# node containing `start` once (SPANS_FREE_CTE_SQL, which leasing.selectors.capacity_statement
+# sums by pool key); per node (SPANS_FREE_PER_NODE_PROBE_SQL) takes each pool node's first span
+# ending after `start` from the (node, end) index and keeps it when it has begun by `start` (no
+# such span: nothing free then); `{pool}` names the CTE of pool rows it probes.
 #
 # The spans containing `start`, read by length class from one btree (leasing 0020): a finite span
 # of class k (0..16) is shorter than 2^k hours, so it starts in (start - 2^k h, start]: one range

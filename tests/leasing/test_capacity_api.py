@@ -565,7 +565,9 @@ def test_a_node_whose_interconnect_changes_is_counted_by_its_new_interconnect(
             page = search(customer_client, start, end, ordering=ordering, **asked)
             row = by_offer(page).get(offer.pk)
             found[ordering] = row and (
-                row["free_gpus"], row["pool"]["nodes"], Decimal(row["reliability_pct"])
+                row["free_gpus"],
+                row["pool"]["nodes"],
+                Decimal(row["reliability_pct"]),
             )
         assert found["price"] == found["-reliability"], found
         return found["price"]
@@ -578,7 +580,9 @@ def test_a_node_whose_interconnect_changes_is_counted_by_its_new_interconnect(
     assert answer.status_code == 200, answer.content
     assert counted("infiniband") == (6, 1, Decimal("100.000"))  # the node without its outage
     assert counted("nvlink") == both
-    answer = provider_client.patch(f"/api/v1/nodes/{changing.pk}/", {"nvlink": False}, format="json")
+    answer = provider_client.patch(
+        f"/api/v1/nodes/{changing.pk}/", {"nvlink": False}, format="json"
+    )
     assert answer.status_code == 200, answer.content
     assert counted("nvlink")[:2] == (8, 1)
     assert counted("infiniband") == (6, 1, Decimal("100.000"))
@@ -589,9 +593,7 @@ def test_a_node_whose_interconnect_changes_is_counted_by_its_new_interconnect(
             " WHERE node_id IN (%s, %s) ORDER BY node_id",
             [changing.pk, steady.pk],
         )
-        assert cursor.fetchall() == sorted(
-            [(changing.pk, False, True), (steady.pk, True, False)]
-        )
+        assert cursor.fetchall() == sorted([(changing.pk, False, True), (steady.pk, True, False)])
     for ordering in ("price", "-reliability"):
         for interconnect in ("nvlink", "infiniband"):
             filters = CapacityFilters(

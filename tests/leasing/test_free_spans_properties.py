@@ -138,10 +138,10 @@ def test_the_free_spans_always_equal_the_allocations_they_sum_up(operations):
         )  # fmt: skip
         offer = make_offer(provider, nodes=2, gpus_per_node=4)
         nodes = list(offer.pool_nodes)
-        # A second offer naming one of the nodes: a broad search sums the first offer's pool by
-        # (site, model) and this one node by node (leasing.selectors.capacity).
-        make_offer(provider, nodes=nodes[:1], name_nodes=True)
-        # Without NVLink: left out of the pool of an NVLink search (also summed by pool key).
+        # A second offer naming both nodes: a broad search sums the first offer's pool by (site,
+        # model) and this one node by node (leasing.selectors.capacity_statement).
+        make_offer(provider, nodes=nodes, name_nodes=True)
+        # Without NVLink: left out of both pools of an NVLink search.
         Node.objects.filter(pk=nodes[1].pk).update(nvlink=False)
         node_ids = [node.pk for node in nodes]
         base = hour_from_now(2)
