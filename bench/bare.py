@@ -9,10 +9,12 @@ the API, runs the SQL the endpoint runs and returns the rows as JSON, so that
   queries (`?i=`), replayed as they were (bench/load.py writes them to BENCH_BARE_PLAN);
 - leases: POST /api/v1/leases/ written out by hand, statement for statement (authentication,
   the Idempotency-Key record, the visible offer and its named nodes, the index fixing in force,
-  the pool, the free-GPU statement of leasing.services.allocation unlocked then locked SKIP
-  LOCKED with the same choice of GPUs — and, when too few are free, the look-up of expired
-  holds in the way —, the contract put in force with its history rows and events, the lease,
-  the allocations, the answer read back and stored on the key), without validation;
+  the admission checks (a spent blocking budget, a triggered funds policy), the pool, the
+  free-GPU statement of leasing.services.allocation unlocked then locked SKIP LOCKED with the
+  same choice of GPUs — and, when too few are free, the look-up of expired holds in the way —,
+  the contract put in force with its history rows and events, the lease with its history row
+  and webhook events, the allocations, the answer read back and stored on the key), without
+  validation;
 - usage events: POST /api/v1/usage/events/ written out by hand (authentication, the contract
   reads and share lock, the batch row, the staging table, binary COPY, the same
   INSERT ... ON CONFLICT ... RETURNING, the batch counts), without validation.
@@ -36,6 +38,8 @@ from django.urls import include, path
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from billing.services.budgets import ANY_SPENT_BLOCKING_BUDGET_SQL
+from billing.services.funds_policy import ANY_STOPPING_POLICY_SQL
 from billing.services.ingest_sql import (
     CLEAR_STAGING_SQL,
     COPY_SQL,
@@ -64,18 +68,18 @@ WHERE key = %s AND scope = %s FOR UPDATE"""
 IDEMPOTENCY_ANSWER_SQL = """
 UPDATE core_idempotencyrecord SET status_code = %s, response_body = %s::jsonb WHERE id = %s"""
 
+# The offer with its named nodes' ids in one statement, as leasing.selectors.visibility
+# .offer_visible reads it.
 OFFER_SQL = """
 SELECT o.id, o.provider_id, o.site_id, o.gpu_model_id, o.price_per_gpu_hour, o.currency,
-       o.status, o.available_from, o.available_until, o.min_term_hours, m.slug, p.name
+       o.status, o.available_from, o.available_until, o.min_term_hours, m.slug, p.name,
+       ARRAY(SELECT x.node_id FROM leasing_offer_nodes x WHERE x.offer_id = o.id ORDER BY 1)
 FROM leasing_offer o
 JOIN accounts_organization p ON p.id = o.provider_id
 JOIN inventory_site s ON s.id = o.site_id
 JOIN inventory_gpumodel m ON m.id = o.gpu_model_id
 WHERE o.id = %s AND (o.status = 'published' OR o.provider_id = %s)
 LIMIT 1"""
-OFFER_NODES_SQL = """
-SELECT n.id FROM inventory_node n JOIN leasing_offer_nodes x ON x.node_id = n.id
-WHERE x.offer_id = %s ORDER BY n.id"""
 # leasing.locks.expired_holds_lock in a placement's way: only when too few GPUs are free.
 EXPIRED_HOLDS_SQL = """
 SELECT h.id FROM leasing_hold h
@@ -129,6 +133,18 @@ INSERT INTO leasing_lease (customer_id, offer_id, contract_id, hold_id, gpu_coun
   created_at, updated_at, tags)
 VALUES (%s, %s, %s, NULL, %s, %s, %s, 'on_demand', NULL, %s, %s, 'active', %s, 'unspecified',
   NULL, %s, %s, '{}')
+RETURNING id"""
+# The lease's first history row and its webhook event for customer and provider (one INSERT), as
+# leasing.services.history.lease_event_record writes them.
+LEASE_EVENT_INSERT_SQL = """
+INSERT INTO leasing_leaseevent (lease_id, hold_id, kind, effective_at, created_at, actor,
+  from_status, to_status, explanation, inputs)
+VALUES (%s, NULL, 'created', %s, %s, %s, '', 'active', %s, %s::jsonb) RETURNING id"""
+OUTBOX_INSERT_SQL = """
+INSERT INTO core_outboxevent (event_id, organization_id, type, payload, occurred_at, created_at,
+  dispatched_at)
+SELECT gen_random_uuid(), organization, 'lease.created', %s::jsonb, %s, %s, NULL
+FROM unnest(%s::bigint[]) AS recipients(organization)
 RETURNING id"""
 ALLOCATIONS_INSERT_SQL = """
 INSERT INTO leasing_allocation (gpu_id, node_id, lease_id, hold_id, period, preemptible,
@@ -362,6 +378,9 @@ def _lease_answer(
     end = datetime.fromisoformat(body["end"])
     count = int(body["gpu_count"])
     cursor.execute("SAVEPOINT bare_lease")
+    # leasing.admission's checks: a spent blocking budget, a triggered funds policy.
+    _rows(cursor, ANY_SPENT_BLOCKING_BUDGET_SQL, [customer_id, "block", now.date().replace(day=1)])
+    _rows(cursor, ANY_STOPPING_POLICY_SQL, [customer_id, ["stop_new"]])
     _rows(cursor, MARKET_SQL, [offer[5], offer[10], start.date()])
     rate = offer[4]
     node_ids = _pool(cursor, offer, named)
@@ -400,11 +419,9 @@ def _lease_answer(
             break
         busy |= set(wanted) - set(got)
     if chosen is None:
+        # The GPUs reachable if interruptible ones were cut, over the pool already read.
         free_now = sum(
-            len(ids)
-            for ids in _free(
-                cursor, _pool(cursor, offer, named), start=start, end=end, lock=False
-            ).values()
+            len(ids) for ids in _free(cursor, node_ids, start=start, end=end, lock=False).values()
         )
         cursor.execute("ROLLBACK TO SAVEPOINT bare_lease")
         return 409, {
@@ -431,6 +448,25 @@ def _lease_answer(
             created,
             created,
         ],
+    )
+    explanation = f"leased {count} GPUs from offer {offer[0]} under contract {contract_id}."
+    _rows(
+        cursor,
+        LEASE_EVENT_INSERT_SQL,
+        [lease_id, created, created, actor, explanation, json.dumps({"offer_id": offer[0]})],
+    )
+    payload = {
+        "lease_id": lease_id,
+        "contract_id": contract_id,
+        "status": "active",
+        "gpu_count": count,
+        "start": body["start"],
+        "end": body["end"],
+        "pricing_mode": "on_demand",
+        "explanation": explanation,
+    }
+    _rows(
+        cursor, OUTBOX_INSERT_SQL, [json.dumps(payload), created, created, [customer_id, offer[1]]]
     )
     cursor.execute("SAVEPOINT bare_allocations")
     try:
@@ -478,7 +514,7 @@ def leases(request: HttpRequest) -> HttpResponse:
         offer = _rows(cursor, OFFER_SQL, [body["offer"], customer_id])
         if not offer:
             return _json({"code": "offer_not_found"}, status=404)
-        named = [node_id for (node_id,) in _rows(cursor, OFFER_NODES_SQL, [body["offer"]])]
+        named = list(offer[0][12])
         status_code, answer = _lease_answer(
             cursor,
             customer_id=customer_id,
