@@ -267,6 +267,43 @@ page_reliability AS (
 )"""
 
 
+# The filters on offers, each a CapacityFilters field and its condition over the parameter of the
+# same name, and the filters on the asked term's rate (`co.rate`).
+_OFFER_FILTER_SQL = (
+    ("offer_ids", "o.id = ANY(%(offer_ids)s)"),
+    ("gpu_models", "m.slug = ANY(%(gpu_models)s)"),
+    ("vendors", "m.vendor = ANY(%(vendors)s)"),
+    ("generation", "lower(m.generation) = lower(%(generation)s)"),
+    ("memory_gb_gte", "m.memory_gb >= %(memory_gb_gte)s"),
+    ("country", "s.country = upper(%(country)s)"),
+    ("city", "lower(s.city) = lower(%(city)s)"),
+    ("region", "lower(s.region) = lower(%(region)s)"),
+    ("providers", "pr.slug = ANY(%(providers)s)"),
+    ("currency", "o.currency = %(currency)s"),
+)
+_PRICE_FILTER_SQL = (
+    ("price_gte", "co.rate >= %(price_gte)s"),
+    ("price_lte", "co.rate <= %(price_lte)s"),
+)
+
+
+def _conditions(
+    filters: CapacityFilters, table: tuple[tuple[str, str], ...], params: dict[str, Any]
+) -> list[str]:
+    """The conditions of the filters given (not None, not an empty text or list; 0 is given),
+    their values added to `params` (lists as lists, for ANY)."""
+    conditions = []
+    for name, condition in table:
+        value = getattr(filters, name)
+        if value is None or (isinstance(value, Sequence) and not value):
+            continue
+        conditions.append(condition)
+        params[name] = (
+            list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+        )
+    return conditions
+
+
 def capacity_sql(
     filters: CapacityFilters, *, from_allocations: bool = False
 ) -> tuple[str, dict[str, Any]]:
@@ -296,44 +333,8 @@ def capacity_sql(
         since=now - timedelta(days=RELIABILITY_DAYS),
         reliability_seconds=RELIABILITY_DAYS * 86400,
     )
-    offer_filters: list[str] = []
-    if filters.offer_ids:
-        offer_filters.append("o.id = ANY(%(offer_ids)s)")
-        params["offer_ids"] = list(filters.offer_ids)
-    if filters.gpu_models:
-        offer_filters.append("m.slug = ANY(%(gpu_models)s)")
-        params["gpu_models"] = list(filters.gpu_models)
-    if filters.vendors:
-        offer_filters.append("m.vendor = ANY(%(vendors)s)")
-        params["vendors"] = list(filters.vendors)
-    if filters.generation:
-        offer_filters.append("lower(m.generation) = lower(%(generation)s)")
-        params["generation"] = filters.generation
-    if filters.memory_gb_gte is not None:
-        offer_filters.append("m.memory_gb >= %(memory_gb_gte)s")
-        params["memory_gb_gte"] = filters.memory_gb_gte
-    if filters.country:
-        offer_filters.append("s.country = upper(%(country)s)")
-        params["country"] = filters.country
-    if filters.city:
-        offer_filters.append("lower(s.city) = lower(%(city)s)")
-        params["city"] = filters.city
-    if filters.region:
-        offer_filters.append("lower(s.region) = lower(%(region)s)")
-        params["region"] = filters.region
-    if filters.providers:
-        offer_filters.append("pr.slug = ANY(%(providers)s)")
-        params["providers"] = list(filters.providers)
-    if filters.currency:
-        offer_filters.append("o.currency = %(currency)s")
-        params["currency"] = filters.currency
-    price_filters: list[str] = []
-    if filters.price_gte is not None:
-        price_filters.append("co.rate >= %(price_gte)s")
-        params["price_gte"] = filters.price_gte
-    if filters.price_lte is not None:
-        price_filters.append("co.rate <= %(price_lte)s")
-        params["price_lte"] = filters.price_lte
+    offer_filters = _conditions(filters, _OFFER_FILTER_SQL, params)
+    price_filters = _conditions(filters, _PRICE_FILTER_SQL, params)
     node_filters = span_filters = ""
     if filters.interconnect:
         node_condition, span_condition = _INTERCONNECT_SQL[filters.interconnect]
