@@ -28,7 +28,7 @@ class NodeFreeSpan(models.Model):
     datetime holds.
     """
 
-    # Its indexes are expressions, so migrations hold them (leasing 0018, 0020, 0023, 0024):
+    # Its indexes are expressions, so migrations hold them (leasing 0018, 0020, 0023, 0024, 0026):
     # searches read the spans holding one moment by length class and start (leasing.selectors
     # .free.SPANS_FREE_CTE_SQL); narrow searches and the triggers' rebuilds probe (node, span end).
     # No index of its own: the (node, span end) index of leasing 0018 leads with the node.
@@ -51,6 +51,9 @@ class NodeFreeSpan(models.Model):
     # keeps the spans of nodes that have it.
     nvlink = models.BooleanField()
     infiniband = models.BooleanField(help_text="The node has InfiniBand (infiniband_gbit_s > 0).")
+    # Whether the node is in service (status active), kept the same way (leasing 0026): the
+    # search indexes hold only the spans in service, so a broad search reads nothing else.
+    in_service = models.BooleanField(help_text="The node is in service (status active).")
     during = DateTimeRangeField()
     free_until = ArrayField(models.DateTimeField())
     free_until_strict = ArrayField(models.DateTimeField())

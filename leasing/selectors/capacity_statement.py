@@ -98,22 +98,19 @@ FROM pool p
 GROUP BY p.offer_id"""
 
 # A broad search: each offer's free GPUs summed from the spans containing the start by their pool
-# key (site, GPU model; leasing 0021), leaving out the few nodes not in service and, by
-# `{span_filters}`, those without the asked interconnect (leasing 0024), without building any
+# key (site, GPU model; leasing 0021), the spans of nodes in service only (leasing 0026) and, by
+# `{span_filters}`, of those with the asked interconnect (leasing 0024), without building any
 # pool of nodes; offers that name their nodes probe those nodes' spans one by one
 # (`{named_probe}`, over named_pool: POOL_SQL's rule for them, from the named nodes by key rather
 # than from the site's nodes). `{reliability}`: ordered by reliability, every offer's pool size
 # and availability, summed by key too (_SIZE_BY_POOL_KEY_SQL); else nothing (the page's, from
 # _RELIABILITY_OF_PAGE_SQL).
 _POOL_KEY_STATS_SQL = """
-WITH not_in_service AS (
-  SELECT n.id FROM inventory_node n WHERE n.status <> %(active)s
-),
-by_pool AS (
+WITH by_pool AS (
   SELECT f.site_id, f.gpu_model_id, sum(f.free) AS free_gpus, max(f.free) AS max_free,
          count(*) AS nodes_with_free
   FROM span_free f
-  WHERE f.free > 0 AND f.node_id NOT IN (SELECT not_in_service.id FROM not_in_service){span_filters}
+  WHERE f.free > 0{span_filters}
   GROUP BY f.site_id, f.gpu_model_id
 ),
 named_pool AS (

@@ -80,10 +80,11 @@ WHERE p.node_status = %(active)s
 # begins, sorted, so the GPUs free for the whole window are those free until `end` or later:
 # cardinality minus width_bucket (a binary search: entries <= end - 1 microsecond). `{column}` is
 # free_until or free_until_strict (see span_column). Two plans: set-based reads the span of every
-# node containing `start` once (SPANS_FREE_CTE_SQL, which leasing.selectors.capacity_statement
-# sums by pool key); per node (SPANS_FREE_PER_NODE_PROBE_SQL) takes each pool node's first span
-# ending after `start` from the (node, end) index and keeps it when it has begun by `start` (no
-# such span: nothing free then); `{pool}` names the CTE of pool rows it probes.
+# node in service containing `start` once (SPANS_FREE_CTE_SQL, which
+# leasing.selectors.capacity_statement sums by pool key); per node
+# (SPANS_FREE_PER_NODE_PROBE_SQL) takes each pool node's first span ending after `start` from the
+# (node, end) index and keeps it when it has begun by `start` (no such span: nothing free then);
+# `{pool}` names the CTE of pool rows it probes.
 #
 # The spans containing `start`, read by length class from one btree (leasing 0020): a finite span
 # of class k (0..16) is shorter than 2^k hours, so it starts in (start - 2^k h, start]: one range
@@ -91,7 +92,8 @@ WHERE p.node_status = %(active)s
 # found); class 17 (longer finite spans) has no lower limit; spans open at the start (class -1)
 # are keyed by their end, spans open at the end (class 99) by their start. Each span comes with
 # its node's pool key (site, GPU model; leasing 0021) and interconnect (leasing 0024), which the
-# index covers too.
+# index covers too; the index holds only the spans of nodes in service (leasing 0026), and each
+# branch says `sp.in_service` so that PostgreSQL reads it.
 SPANS_FREE_CTE_SQL = """
 SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband,
        cardinality(sp.{column})
@@ -105,7 +107,8 @@ FROM (
 CROSS JOIN LATERAL (
   SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband, sp.{column}
   FROM leasing_nodefreespan sp
-  WHERE leasing_free_span_class(sp.during) = c.class
+  WHERE sp.in_service
+    AND leasing_free_span_class(sp.during) = c.class
     AND leasing_free_span_key(sp.during) > c.after
     AND leasing_free_span_key(sp.during) <= %(start)s::timestamptz
     AND upper(sp.during) > %(start)s::timestamptz
@@ -115,14 +118,16 @@ SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
 FROM leasing_nodefreespan sp
-WHERE leasing_free_span_class(sp.during) = -1
+WHERE sp.in_service
+  AND leasing_free_span_class(sp.during) = -1
   AND leasing_free_span_key(sp.during) > %(start)s::timestamptz
 UNION ALL
 SELECT sp.node_id, sp.site_id, sp.gpu_model_id, sp.nvlink, sp.infiniband,
        cardinality(sp.{column})
        - width_bucket(%(end)s::timestamptz - interval '1 microsecond', sp.{column})
 FROM leasing_nodefreespan sp
-WHERE leasing_free_span_class(sp.during) = 99
+WHERE sp.in_service
+  AND leasing_free_span_class(sp.during) = 99
   AND leasing_free_span_key(sp.during) <= %(start)s::timestamptz"""
 
 SPANS_FREE_PER_NODE_PROBE_SQL = """

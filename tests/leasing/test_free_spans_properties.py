@@ -1,7 +1,8 @@
 """The free-capacity timeline never disagrees with the allocations, outages and GPUs it sums up.
 
 Random sequences of writes go through the real services (holds placed and released, bookings
-cut short, outages recorded, moved and deleted, GPU health changed); after each one the spans
+cut short, outages recorded, moved and deleted, GPU health changed, nodes taken out of service
+and back); after each one the spans
 the triggers kept must equal a rebuild from scratch, every node's free GPUs read from the spans
 must equal the GPU-by-GPU rule (leasing.selectors.free_gpu_counts) for a grid of windows, and a
 capacity search must answer exactly as the same statement counting from the allocations.
@@ -18,10 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ApplicationError
-from inventory.choices import GpuHealth, OutageKind
+from inventory.choices import GpuHealth, NodeStatus, OutageKind
 from inventory.models import Gpu, Node, Outage
 from inventory.schemas import OutageInput
 from inventory.services.gpus import gpu_health_set
+from inventory.services.nodes import node_update
 from inventory.services.outages import outage_create, outage_delete, outage_update
 from leasing.choices import PricingMode
 from leasing.errors import CapacityGone
@@ -63,6 +65,11 @@ operations = st.lists(
         st.tuples(
             st.just("health"), st.integers(0, 7), st.sampled_from([GpuHealth.OK, GpuHealth.FAILED])
         ),
+        st.tuples(
+            st.just("status"),
+            st.integers(0, 1),
+            st.sampled_from([NodeStatus.ACTIVE, NodeStatus.MAINTENANCE]),
+        ),
     ),
     min_size=1,
     max_size=6,
@@ -70,11 +77,12 @@ operations = st.lists(
 
 
 def _free_from_spans(node_ids, start, end, column):
+    """Free GPUs by node as a broad search reads the spans: of the nodes in service."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT node_id, cardinality({column}) - width_bucket(%s::timestamptz"
             f" - interval '1 microsecond', {column}) FROM leasing_nodefreespan"
-            " WHERE node_id = ANY(%s) AND during @> %s::timestamptz",
+            " WHERE node_id = ANY(%s) AND during @> %s::timestamptz AND in_service",
             [end, list(node_ids), start],
         )
         return {node: free for node, free in cursor.fetchall() if free > 0}
@@ -120,6 +128,9 @@ def _apply(operation, *, offer, nodes, customer, base) -> None:
         outage_delete(outage=outages[args[0] % len(outages)])
     elif kind == "health":
         gpu_health_set(gpu=gpus[args[0] % len(gpus)], health=args[1], at=base, reason="test")
+    elif kind == "status":
+        with contextlib.suppress(ApplicationError):  # a transition the rules refuse
+            node_update(node=nodes[args[0]], changes={"status": args[1]})
 
 
 @settings(
