@@ -123,7 +123,9 @@ def load(now: datetime) -> dict[str, float]:
     with transaction.atomic(), connection.cursor() as django_cursor:
         cursor = django_cursor.cursor  # the psycopg cursor: COPY
         cursor.execute(
-            "TRUNCATE leasing_nodefreespan, leasing_allocation, leasing_hold, leasing_quote,"
+            # TRUNCATE fires no row triggers: the tables they keep are emptied with the rest.
+            "TRUNCATE leasing_nodefreespan, leasing_poolsize, leasing_pooloutage,"
+            " leasing_allocation, leasing_hold, leasing_quote,"
             " leasing_offer_nodes, leasing_offer, inventory_outage, inventory_gpu, inventory_node,"
             " inventory_site,"
             " accounts_organization RESTART IDENTITY CASCADE"

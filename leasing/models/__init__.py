@@ -2,7 +2,7 @@
 that found no capacity, holds, leases, the GPU allocations behind them and their history."""
 
 from leasing.models.allocations import Allocation, LeaseEvent, PreemptionNotice
-from leasing.models.availability import NodeFreeSpan
+from leasing.models.availability import NodeFreeSpan, PoolOutage, PoolSize
 from leasing.models.holds_leases import Hold, HoldLimit, Lease
 from leasing.models.offers import Offer
 from leasing.models.quotes import Quote, QuoteShortfall
@@ -17,6 +17,8 @@ __all__ = [
     "LeaseEvent",
     "NodeFreeSpan",
     "Offer",
+    "PoolOutage",
+    "PoolSize",
     "PreemptionNotice",
     "Quote",
     "QuoteShortfall",

@@ -5,7 +5,12 @@ allocation that meets the window. Rows are written only by the database: the tri
 migrations 0018 and 0020 rebuild a node's spans, from the earliest instant the change can
 affect, in the statement that changes one of its allocations, outages or GPUs
 (docs/architecture.md, "The free-capacity timeline"). Each row carries its node's site and GPU
-model (leasing 0021) and interconnect (leasing 0024), kept by the database too.
+model (leasing 0021), interconnect (leasing 0024) and whether it is in service (leasing 0026),
+kept by the database too.
+
+Beside it, for a broad search ordered by reliability (leasing 0027), also written only by the
+database: each pool key's size (PoolSize) and every outage with its node's pool key (PoolOutage),
+so that the pools' measured availability is summed without reading every node.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
 from django.db import models
 
-from inventory.models import GpuModel, Node, Site
+from inventory.models import GpuModel, Node, Outage, Site
 
 
 class NodeFreeSpan(models.Model):
@@ -60,3 +65,80 @@ class NodeFreeSpan(models.Model):
 
     def __str__(self) -> str:
         return f"node {self.node_id} {self.during}: {len(self.free_until)} free"
+
+
+class PoolSize(models.Model):
+    """How many nodes and GPUs, not retired, each pool key (site, GPU model) holds, by
+    interconnect: the size a broad search ordered by reliability divides by.
+
+    Kept by the statement triggers of leasing 0027 on inventory_node, as deltas (a node added,
+    removed, retired, moved or resized adds to one row and takes from another), so that
+    concurrent writers never overwrite each other's counts. A key whose last node left keeps its
+    row at zero.
+    """
+
+    site = models.ForeignKey(
+        Site, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    gpu_model = models.ForeignKey(
+        GpuModel, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    nvlink = models.BooleanField()
+    infiniband = models.BooleanField(help_text="The nodes have InfiniBand (infiniband_gbit_s > 0).")
+    nodes = models.IntegerField()
+    gpus = models.IntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["site", "gpu_model", "nvlink", "infiniband"], name="pool_size_key_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(nodes__gte=0, gpus__gte=0), name="pool_size_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"site {self.site_id} model {self.gpu_model_id}: {self.nodes} nodes"
+
+
+class PoolOutage(models.Model):
+    """An outage with what its node is: pool key, interconnect, retired or not, and the GPUs it
+    costs (all of the node's for a node-wide outage, else one), so that a broad search sums the
+    GPU-seconds each pool lost without joining the outages to the nodes.
+
+    Kept by the triggers of leasing 0027: a node's rows are rebuilt from its outages, under the
+    node's lock of the free-capacity timeline, when one of its outages is written or when the
+    node changes in a way that matters here.
+    """
+
+    outage = models.OneToOneField(
+        Outage,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        primary_key=True,
+        related_name="+",
+    )
+    node = models.ForeignKey(
+        Node, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    site = models.ForeignKey(
+        Site, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    gpu_model = models.ForeignKey(
+        GpuModel, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    nvlink = models.BooleanField()
+    infiniband = models.BooleanField()
+    retired = models.BooleanField()
+    gpus = models.IntegerField(help_text="GPUs the outage takes: the node's count, or one.")
+    start = models.DateTimeField()
+    end = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(gpus__gte=0), name="pool_outage_gpus")
+        ]
+
+    def __str__(self) -> str:
+        return f"outage {self.outage_id} of node {self.node_id}"

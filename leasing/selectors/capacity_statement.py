@@ -135,28 +135,60 @@ LEFT JOIN by_pool bp
   ON NOT co.named_nodes AND bp.site_id = co.site_id AND bp.gpu_model_id = co.gpu_model_id
 LEFT JOIN named nm ON co.named_nodes AND nm.offer_id = co.id{reliability_joins}"""
 
-# Every offer's pool size and availability for a broad search ordered by reliability: the nodes
-# and their downtime summed by pool key once (size_by_key), the named pools by offer. Each offer
-# joins one of the two (the joins on named_nodes exclude each other), so coalesce picks it.
-_SIZE_BY_POOL_KEY_SQL = """,
+# The seconds of outage `{o}` within the last 90 days, and whether it has any.
+_OUTAGE_SECONDS_SQL = """extract(epoch FROM least(coalesce({o}."end", %(now)s), %(now)s)
+                                   - greatest({o}.start, %(since)s))"""
+_IN_PERIOD_SQL = """{o}.start < %(now)s AND ({o}."end" IS NULL OR {o}."end" > %(since)s)"""
+
+# Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU. `{nodes}`
+# narrows it to some nodes (the page's pools).
+_DOWNTIME_SQL = f"""
+SELECT ou.node_id,
+       coalesce(sum({_OUTAGE_SECONDS_SQL.format(o="ou")})
+                FILTER (WHERE ou.gpu_id IS NULL), 0) AS node_seconds,
+       coalesce(sum({_OUTAGE_SECONDS_SQL.format(o="ou")})
+                FILTER (WHERE ou.gpu_id IS NOT NULL), 0) AS gpu_seconds
+FROM inventory_outage ou
+WHERE {_IN_PERIOD_SQL.format(o="ou")}{{nodes}}
+GROUP BY ou.node_id"""
+
+# Every offer's pool size and availability for a broad search ordered by reliability, from the
+# tables the database keeps for it (leasing 0027), not from the nodes: the sizes by pool key
+# (leasing_poolsize, by interconnect), the GPU-seconds lost by pool key in the 90 days
+# (leasing_pooloutage: each outage with its node's key and the GPUs it costs); the named pools
+# by offer, their nodes' lost seconds from the same outage rows. `{span_filters}` asks for the
+# interconnect as on the spans (the same columns under the same alias). Each offer joins the
+# sums by key or by offer (the joins on named_nodes exclude each other), so coalesce picks it.
+_SIZE_BY_POOL_KEY_SQL = f""",
 size_by_key AS (
-  SELECT n.site_id, n.gpu_model_id, count(*) AS pool_nodes, sum(n.gpu_count) AS pool_gpus,
-         sum(n.gpu_count * d.node_seconds + d.gpu_seconds) AS lost
-  FROM inventory_node n
-  LEFT JOIN downtime d ON d.node_id = n.id
-  WHERE n.status <> %(retired)s {node_filters}
-  GROUP BY n.site_id, n.gpu_model_id
+  SELECT f.site_id, f.gpu_model_id, sum(f.nodes) AS pool_nodes, sum(f.gpus) AS pool_gpus
+  FROM leasing_poolsize f
+  WHERE f.nodes > 0{{span_filters}}
+  GROUP BY f.site_id, f.gpu_model_id
+),
+lost_by_key AS (
+  SELECT f.site_id, f.gpu_model_id, sum(f.gpus * {_OUTAGE_SECONDS_SQL.format(o="f")}) AS lost
+  FROM leasing_pooloutage f
+  WHERE {_IN_PERIOD_SQL.format(o="f")} AND NOT f.retired{{span_filters}}
+  GROUP BY f.site_id, f.gpu_model_id
+),
+named_lost AS (
+  SELECT f.node_id, sum(f.gpus * {_OUTAGE_SECONDS_SQL.format(o="f")}) AS lost
+  FROM leasing_pooloutage f
+  WHERE {_IN_PERIOD_SQL.format(o="f")} AND f.node_id IN (SELECT named_pool.node_id FROM named_pool)
+  GROUP BY f.node_id
 ),
 size_named AS (
-  SELECT p.offer_id, count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus,
-         sum(p.gpu_count * d.node_seconds + d.gpu_seconds) AS lost
+  SELECT p.offer_id, count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus, sum(d.lost) AS lost
   FROM named_pool p
-  LEFT JOIN downtime d ON d.node_id = p.node_id
+  LEFT JOIN named_lost d ON d.node_id = p.node_id
   GROUP BY p.offer_id
 )"""
 _SIZE_BY_POOL_KEY_JOINS = """
 LEFT JOIN size_by_key sk
   ON NOT co.named_nodes AND sk.site_id = co.site_id AND sk.gpu_model_id = co.gpu_model_id
+LEFT JOIN lost_by_key lk
+  ON NOT co.named_nodes AND lk.site_id = co.site_id AND lk.gpu_model_id = co.gpu_model_id
 LEFT JOIN size_named sn ON co.named_nodes AND sn.offer_id = co.id"""
 
 # Measured availability over the last 90 days, per offer over the rows of its pool `p` joined to
@@ -169,26 +201,13 @@ _RELIABILITY_SQL = _RELIABILITY_OF_SQL.format(
     lost="sum(p.gpu_count * d.node_seconds + d.gpu_seconds)", gpus="sum(p.gpu_count)"
 )
 _SIZE_BY_POOL_KEY_RELIABILITY = _RELIABILITY_OF_SQL.format(
-    lost="coalesce(sn.lost, sk.lost)", gpus="coalesce(sn.pool_gpus, sk.pool_gpus)"
+    lost="coalesce(sn.lost, lk.lost)", gpus="coalesce(sn.pool_gpus, sk.pool_gpus)"
 )
 _SIZE_BY_POOL_KEY_COLUMNS = f""",
        coalesce(sn.pool_nodes, sk.pool_nodes) AS pool_nodes,
        coalesce(sn.pool_gpus, sk.pool_gpus) AS pool_gpus,
        {_SIZE_BY_POOL_KEY_RELIABILITY} AS reliability_pct"""
 
-# Seconds each node was down in the last 90 days: node-wide (every GPU) and per GPU. `{nodes}`
-# narrows it to some nodes (the page's pools).
-_DOWNTIME_SQL = """
-SELECT ou.node_id,
-       coalesce(sum(extract(epoch FROM least(coalesce(ou."end", %(now)s), %(now)s)
-                                   - greatest(ou.start, %(since)s)))
-                FILTER (WHERE ou.gpu_id IS NULL), 0) AS node_seconds,
-       coalesce(sum(extract(epoch FROM least(coalesce(ou."end", %(now)s), %(now)s)
-                                   - greatest(ou.start, %(since)s)))
-                FILTER (WHERE ou.gpu_id IS NOT NULL), 0) AS gpu_seconds
-FROM inventory_outage ou
-WHERE ou.start < %(now)s AND (ou."end" IS NULL OR ou."end" > %(since)s){nodes}
-GROUP BY ou.node_id"""
 
 # Unqualified: they name the same columns in the statement that picks the page and in the one
 # that adds reliability to a page picked already. Each name must stay unique among the relations
@@ -370,15 +389,20 @@ def capacity_sql(
         free_per_node, free_join = f"\nfree_per_node AS ({probe}),", by_node
     order = _ORDER_SQL[ordering.lstrip("-")]
     pool = POOL_SQL.format(offers="candidate_offers", node_filters=node_filters)
-    # Ordered by it: every candidate offer's reliability, from the whole fleet's downtime.
-    downtime = f"\ndowntime AS ({_DOWNTIME_SQL.format(nodes='')})," if by_reliability else ""
+    # Ordered by it: every candidate offer's reliability, from the whole fleet's downtime (a broad
+    # search on the timeline sums the outages by pool key instead: _SIZE_BY_POOL_KEY_SQL).
+    downtime = (
+        f"\ndowntime AS ({_DOWNTIME_SQL.format(nodes='')}),"
+        if by_reliability and not by_pool_key
+        else ""
+    )
     if by_pool_key:
         pool_stats = _POOL_KEY_STATS_SQL.format(
             span_filters=span_filters,
             node_filters=node_filters,
             named_probe=SPANS_FREE_PER_NODE_PROBE_SQL.format(column=column, pool="named_pool"),
             reliability_ctes=(
-                _SIZE_BY_POOL_KEY_SQL.format(node_filters=node_filters) if by_reliability else ""
+                _SIZE_BY_POOL_KEY_SQL.format(span_filters=span_filters) if by_reliability else ""
             ),
             reliability=_SIZE_BY_POOL_KEY_COLUMNS if by_reliability else "",
             reliability_joins=_SIZE_BY_POOL_KEY_JOINS if by_reliability else "",

@@ -37,3 +37,31 @@ def rows(sql_params: tuple[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+# The pool sums a broad search ordered by reliability reads (leasing 0027), and the same sums
+# counted afresh from the nodes and outages.
+_POOL_SIZES_SQL = """
+SELECT site_id, gpu_model_id, nvlink, infiniband, nodes, gpus FROM leasing_poolsize
+WHERE nodes <> 0 OR gpus <> 0 ORDER BY 1, 2, 3, 4"""
+_POOL_SIZES_COUNTED_SQL = """
+SELECT site_id, gpu_model_id, nvlink, infiniband_gbit_s > 0, count(*), sum(gpu_count)
+FROM inventory_node WHERE status <> 'retired' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"""
+_POOL_OUTAGES_SQL = """
+SELECT outage_id, node_id, site_id, gpu_model_id, nvlink, infiniband, retired, gpus, start, "end"
+FROM leasing_pooloutage ORDER BY 1"""
+_POOL_OUTAGES_COUNTED_SQL = """
+SELECT ou.id, n.id, n.site_id, n.gpu_model_id, n.nvlink, n.infiniband_gbit_s > 0,
+       n.status = 'retired', CASE WHEN ou.gpu_id IS NULL THEN n.gpu_count ELSE 1 END,
+       ou.start, ou."end"
+FROM inventory_outage ou JOIN inventory_node n ON n.id = ou.node_id ORDER BY 1"""
+
+
+def pool_sums() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The pool sizes and the outages with their nodes' keys, as the triggers keep them."""
+    return rows((_POOL_SIZES_SQL, {})), rows((_POOL_OUTAGES_SQL, {}))
+
+
+def pool_sums_counted() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The same, counted from the nodes and outages."""
+    return rows((_POOL_SIZES_COUNTED_SQL, {})), rows((_POOL_OUTAGES_COUNTED_SQL, {}))

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from inventory.choices import GpuHealth, NodeStatus
 from inventory.models import Gpu, Node
@@ -24,7 +25,7 @@ from leasing.selectors import (
 )
 from tests.factories import ProviderFactory
 from tests.leasing.factories import busy, gpus_of, make_nodes, make_offer, outage, window
-from tests.leasing.free_spans import rows
+from tests.leasing.free_spans import pool_sums, pool_sums_counted, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -600,3 +601,88 @@ def test_a_node_whose_interconnect_changes_is_counted_by_its_new_interconnect(
                 window=Window(start, end), interconnect=interconnect, ordering=ordering
             )
             assert rows(capacity_sql(filters)) == rows(capacity_sql(filters, from_allocations=True))
+
+
+def test_a_search_by_reliability_follows_outages_and_nodes_as_they_change(
+    client_for, provider, customer
+):
+    # Ordered by reliability, a broad search sums the pool sizes and outages the database keeps
+    # by pool key (leasing 0027); ordered by price, it measures the page's nodes themselves. Each
+    # change through the API must reach both alike, and the kept sums must equal a recount.
+    offer = make_offer(provider, nodes=2)
+    make_offer(provider, gpu_model_slug="b200", nodes=1)
+    first, second = offer.pool_nodes
+    start, end = window(4)
+    now = timezone.now()
+    customer_client, provider_client = client_for(customer), client_for(provider)
+
+    def measured():
+        found = {}
+        for ordering in ("price", "-reliability"):
+            row = by_offer(search(customer_client, start, end, ordering=ordering))[offer.pk]
+            found[ordering] = (
+                row["pool"]["nodes"],
+                row["pool"]["gpus"],
+                Decimal(row["reliability_pct"]).quantize(Decimal("0.01")),
+            )
+        assert found["price"] == found["-reliability"], found
+        assert pool_sums() == pool_sums_counted()
+        filters = CapacityFilters(window=Window(start, end), ordering="-reliability")
+        assert rows(capacity_sql(filters)) == rows(capacity_sql(filters, from_allocations=True))
+        return found["price"]
+
+    def answered(response, status=200):
+        assert response.status_code == status, response.content
+        return response.json() if status != 204 else None
+
+    assert measured() == (2, 16, Decimal("100.00"))
+    # The whole first node (8 of 16 GPUs) down for 9 days: 8 x 9 / (16 x 90) = 5 %.
+    node_wide = answered(
+        provider_client.post(
+            "/api/v1/outages/",
+            {
+                "node": first.pk,
+                "start": (now - timedelta(days=10)).isoformat(),
+                "end": (now - timedelta(days=1)).isoformat(),
+                "kind": "unplanned",
+            },
+            format="json",
+        ),
+        201,
+    )
+    assert measured() == (2, 16, Decimal("95.00"))
+    # Cut to 3 days: 8 x 3 / 1440.
+    answered(
+        provider_client.patch(
+            f"/api/v1/outages/{node_wide['id']}/",
+            {"end": (now - timedelta(days=7)).isoformat()},
+            format="json",
+        )
+    )
+    assert measured() == (2, 16, Decimal("98.33"))
+    # One GPU of the second node down for 18 days: 1 x 18 / 1440 more.
+    answered(
+        provider_client.post(
+            "/api/v1/outages/",
+            {
+                "node": second.pk,
+                "gpu": gpus_of([second])[0].pk,
+                "start": (now - timedelta(days=20)).isoformat(),
+                "end": (now - timedelta(days=2)).isoformat(),
+                "kind": "planned",
+            },
+            format="json",
+        ),
+        201,
+    )
+    assert measured() == (2, 16, Decimal("97.08"))
+    # The first node down to 4 GPUs: its outage costs 4 of them, out of 12: (4 x 3 + 18) / 1080.
+    answered(provider_client.patch(f"/api/v1/nodes/{first.pk}/", {"gpu_count": 4}, format="json"))
+    assert measured() == (2, 12, Decimal("97.22"))
+    answered(provider_client.delete(f"/api/v1/outages/{node_wide['id']}/"), 204)
+    assert measured() == (2, 12, Decimal("98.33"))
+    # Retired, the second node leaves the pool with its outage.
+    answered(
+        provider_client.patch(f"/api/v1/nodes/{second.pk}/", {"status": "retired"}, format="json")
+    )
+    assert measured() == (1, 4, Decimal("100.00"))

@@ -35,7 +35,7 @@ from leasing.services.holds import hold_create, hold_limit_set, hold_release
 from leasing.services.leases import LeaseRequest
 from tests.factories import OrganizationFactory, ProviderFactory
 from tests.leasing.factories import hour_from_now, make_offer
-from tests.leasing.free_spans import rebuilt, rows, spans
+from tests.leasing.free_spans import pool_sums, pool_sums_counted, rebuilt, rows, spans
 
 pytestmark = pytest.mark.django_db
 
@@ -159,6 +159,7 @@ def test_the_free_spans_always_equal_the_allocations_they_sum_up(operations):
         for operation in operations:
             _apply(operation, offer=offer, nodes=nodes, customer=customer, base=base)
             assert spans() == rebuilt(), operation
+            assert pool_sums() == pool_sums_counted(), operation
             for start in range(0, HOURS, 4):
                 for end in (start + 1, start + 4, HOURS + 1):
                     window_start = base + timedelta(hours=start)
