@@ -113,7 +113,9 @@ TRUNCATE = (
     " billing_invoiceline, billing_invoice, leasing_slasubscription, leasing_slaoffering_nodes,"
     " leasing_slaoffering, leasing_allocation, leasing_lease, leasing_offer_nodes, leasing_offer,"
     " contracts_contract, inventory_outage, inventory_historicalnode, inventory_gpu,"
-    " inventory_node, inventory_site, accounts_organization RESTART IDENTITY CASCADE"
+    " inventory_node, inventory_site, accounts_organization,"
+    # Kept by triggers on the nodes, outages and allocations, which TRUNCATE does not fire.
+    " leasing_nodefreespan, leasing_poolsize, leasing_pooloutage RESTART IDENTITY CASCADE"
 )
 
 

@@ -12,6 +12,7 @@ from leasing.services.acceptance import acceptance_claims_resolve
 from leasing.services.allocation import expired_holds_release
 from leasing.services.changes import leases_end_due, preemptions_execute
 from leasing.services.market_index import marketplace_index_compute
+from leasing.services.pool_sums import pool_sizes_compact
 from leasing.services.resale import resale_listings_expire
 
 
@@ -43,6 +44,13 @@ def execute_preemptions() -> int:
 def expire_resale_listings() -> int:
     """Expire unsold resale listings whose window has begun, releasing their GPU-time."""
     return resale_listings_expire(now=timezone.now())
+
+
+@shared_task(name="leasing.compact_pool_sizes")
+def compact_pool_sizes() -> int:
+    """Beat, every 10 minutes: fold the pool sizes' change rows into one row per pool key (the
+    sums capacity search reads are unchanged); returns how many rows there are fewer."""
+    return pool_sizes_compact()
 
 
 @shared_task(name="leasing.fix_marketplace_index")  # queue: CELERY_TASK_ROUTES (default)

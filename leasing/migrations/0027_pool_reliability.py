@@ -4,22 +4,31 @@ A broad search ordered by reliability measured every candidate pool by scanning 
 joining the 90 days' outages to them (~45 ms of the cluster search's ~115 at 100,000 nodes;
 docs/scaling.md). It now sums two small tables instead:
 
-- leasing_poolsize: nodes and GPUs not retired per (site, GPU model, NVLink, InfiniBand), kept as
-  deltas by statement triggers on inventory_node (insert, update, delete). The rows a statement
-  touches are created at zero if missing, locked in key order, then moved by the statement's net
-  change, so concurrent writers add up instead of overwriting each other.
+- leasing_poolsize: nodes and GPUs not retired per (site, GPU model, NVLink, InfiniBand), as
+  rows of changes: statement triggers on inventory_node (insert, update, delete) append each
+  statement's net change per key, and a search sums them by key. Appending takes no lock, so
+  node writers never wait on each other here or take locks in a new order; the beat task
+  leasing.compact_pool_sizes folds the rows into one per key (leasing.services.pool_sums).
 - leasing_pooloutage: each outage with its node's key, interconnect, retirement and the GPUs it
   costs (the node's count when node-wide, else one). A node's rows are rebuilt from its outages
   by leasing_pool_outages_refresh, under the node's lock of the free-capacity timeline (leasing
-  0020), when one of its outages is written, and when the node changes in a way that matters
-  here; the node trigger takes the same lock, so neither writer reads the other's stale row.
+  0020), when one of its outages is written, when the node is inserted (an outage may come first
+  in a transaction: the foreign keys are deferred), and when the node changes in a way that
+  matters here; the node trigger takes the same lock, so neither writer reads the other's stale
+  row. A refresh of a few nodes also takes the spans table in ROW EXCLUSIVE mode first, as every
+  per-node rebuild of the spans does when it writes them, so a bulk refresh (more than 32
+  nodes: the spans table in SHARE ROW EXCLUSIVE mode instead of advisory locks) excludes it.
 
 Both are filled from the current nodes and outages, with the nodes and outages locked against
 change (SHARE) for the backfill.
 """
 
+import importlib
+
 import django.db.models.deletion
 from django.db import migrations, models
+
+_spans = importlib.import_module("leasing.migrations.0020_free_spans_incremental")
 
 _NODE_KEY = "n.site_id, n.gpu_model_id, n.nvlink, n.infiniband_gbit_s > 0"
 # What a node's outage rows copy from it.
@@ -28,25 +37,13 @@ _NODE_FIELDS = (
     " {n}.status = 'retired', {n}.gpu_count"
 )
 
-# A statement's nodes with their signs (`{rows}`: +1 for the new versions, -1 for the old), netted
-# by key; the keys that moved are created at zero if missing, locked in key order, then moved.
-_NET = """SELECT r.site_id, r.gpu_model_id, r.nvlink, r.infiniband, sum(r.sign) AS nodes,
-             sum(r.sign * r.gpu_count) AS gpus
-      FROM ({rows}) r GROUP BY 1, 2, 3, 4
-      HAVING sum(r.sign) <> 0 OR sum(r.sign * r.gpu_count) <> 0"""
+# A statement's nodes with their signs (+1 for the new versions, -1 for the old), netted by key
+# and appended; keys whose net change is nothing get no row.
 _APPLY_SIZES = """
     INSERT INTO leasing_poolsize (site_id, gpu_model_id, nvlink, infiniband, nodes, gpus)
-    SELECT d.site_id, d.gpu_model_id, d.nvlink, d.infiniband, 0, 0 FROM ({net}) d
-    ORDER BY 1, 2, 3, 4
-    ON CONFLICT (site_id, gpu_model_id, nvlink, infiniband) DO NOTHING;
-    PERFORM 1 FROM leasing_poolsize s
-    WHERE (s.site_id, s.gpu_model_id, s.nvlink, s.infiniband)
-          IN (SELECT d.site_id, d.gpu_model_id, d.nvlink, d.infiniband FROM ({net}) d)
-    ORDER BY s.id FOR UPDATE;
-    UPDATE leasing_poolsize s SET nodes = s.nodes + d.nodes, gpus = s.gpus + d.gpus
-    FROM ({net}) d
-    WHERE (s.site_id, s.gpu_model_id, s.nvlink, s.infiniband)
-          = (d.site_id, d.gpu_model_id, d.nvlink, d.infiniband);"""
+    SELECT r.site_id, r.gpu_model_id, r.nvlink, r.infiniband, sum(r.sign), sum(r.sign * r.gpu_count)
+    FROM ({rows}) r GROUP BY 1, 2, 3, 4
+    HAVING sum(r.sign) <> 0 OR sum(r.sign * r.gpu_count) <> 0;"""
 
 
 def _apply_sizes(*signed: tuple[str, int]) -> str:
@@ -55,7 +52,7 @@ def _apply_sizes(*signed: tuple[str, int]) -> str:
         f" {sign} AS sign, n.gpu_count FROM {table} n WHERE n.status <> 'retired'"
         for table, sign in signed
     )
-    return _APPLY_SIZES.format(net=_NET.format(rows=rows))
+    return _APPLY_SIZES.format(rows=rows)
 
 
 _SQL = f"""
@@ -63,6 +60,9 @@ LOCK TABLE inventory_node, inventory_outage IN SHARE MODE;
 
 CREATE OR REPLACE FUNCTION leasing_pool_outages_refresh(node_ids bigint[]) RETURNS void AS $$
 BEGIN
+  IF cardinality(node_ids) <= {_spans._BULK_NODES} THEN
+    LOCK TABLE leasing_nodefreespan IN ROW EXCLUSIVE MODE;
+  END IF;
   PERFORM leasing_node_free_spans_lock(node_ids);
   DELETE FROM leasing_pooloutage WHERE node_id = ANY(node_ids);
   INSERT INTO leasing_pooloutage
@@ -102,6 +102,9 @@ CREATE TRIGGER outage_pool_outages_delete AFTER DELETE ON inventory_outage
 CREATE OR REPLACE FUNCTION leasing_node_pool_reliability() RETURNS trigger AS $$
 BEGIN
   IF TG_OP = 'INSERT' THEN{_apply_sizes(("new_nodes", 1))}
+    PERFORM leasing_pool_outages_refresh(ARRAY(
+      SELECT DISTINCT n.id FROM new_nodes n
+      WHERE EXISTS (SELECT 1 FROM inventory_outage ou WHERE ou.node_id = n.id) ORDER BY 1));
   ELSIF TG_OP = 'DELETE' THEN{_apply_sizes(("old_nodes", -1))}
     PERFORM leasing_pool_outages_refresh(ARRAY(
       SELECT DISTINCT n.id FROM old_nodes n ORDER BY 1));
@@ -143,11 +146,34 @@ DROP FUNCTION leasing_pool_outages_refresh(bigint[]);
 """
 
 
+SCHEDULE = "Fold the pool sizes' change rows into one row per pool key"
+
+
+def create_schedule(apps, schema_editor):
+    IntervalSchedule = apps.get_model("django_celery_beat", "IntervalSchedule")
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    every_10_minutes, _ = IntervalSchedule.objects.get_or_create(every=10, period="minutes")
+    PeriodicTask.objects.get_or_create(
+        name=SCHEDULE,
+        defaults={
+            "task": "leasing.compact_pool_sizes",
+            "interval": every_10_minutes,
+            "queue": "default",
+        },
+    )
+
+
+def remove_schedule(apps, schema_editor):
+    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
+    PeriodicTask.objects.filter(name=SCHEDULE).delete()
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
         ('inventory', '0010_node_not_active_index'),
         ('leasing', '0026_free_span_in_service'),
+        ('django_celery_beat', '0019_alter_periodictasks_options'),
     ]
 
     operations = [
@@ -175,14 +201,12 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('nvlink', models.BooleanField()),
                 ('infiniband', models.BooleanField(help_text='The nodes have InfiniBand (infiniband_gbit_s > 0).')),
-                ('nodes', models.IntegerField()),
-                ('gpus', models.IntegerField()),
+                ('nodes', models.IntegerField(help_text='Nodes added (negative: removed).')),
+                ('gpus', models.IntegerField(help_text='GPUs added (negative: removed).')),
                 ('gpu_model', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='inventory.gpumodel')),
                 ('site', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='inventory.site')),
             ],
-            options={
-                'constraints': [models.UniqueConstraint(fields=('site', 'gpu_model', 'nvlink', 'infiniband'), name='pool_size_key_unique'), models.CheckConstraint(condition=models.Q(('gpus__gte', 0), ('nodes__gte', 0)), name='pool_size_not_negative')],
-            },
         ),
         migrations.RunSQL(sql=_SQL, reverse_sql=_REVERSE_SQL),
+        migrations.RunPython(create_schedule, remove_schedule),
     ]

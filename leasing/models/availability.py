@@ -8,9 +8,10 @@ affect, in the statement that changes one of its allocations, outages or GPUs
 model (leasing 0021), interconnect (leasing 0024) and whether it is in service (leasing 0026),
 kept by the database too.
 
-Beside it, for a broad search ordered by reliability (leasing 0027), also written only by the
-database: each pool key's size (PoolSize) and every outage with its node's pool key (PoolOutage),
-so that the pools' measured availability is summed without reading every node.
+Beside it, for a broad search ordered by reliability (leasing 0027), kept by the database's
+triggers too: each pool key's size (PoolSize, as rows of changes, folded by a beat task) and
+every outage with its node's pool key (PoolOutage), so that the pools' measured availability is
+summed without reading every node.
 """
 
 from __future__ import annotations
@@ -68,13 +69,14 @@ class NodeFreeSpan(models.Model):
 
 
 class PoolSize(models.Model):
-    """How many nodes and GPUs, not retired, each pool key (site, GPU model) holds, by
-    interconnect: the size a broad search ordered by reliability divides by.
+    """A change in how many nodes and GPUs, not retired, a pool key (site, GPU model) holds, by
+    interconnect; a key's size is the sum of its rows, which a broad search ordered by
+    reliability divides by.
 
-    Kept by the statement triggers of leasing 0027 on inventory_node, as deltas (a node added,
-    removed, retired, moved or resized adds to one row and takes from another), so that
-    concurrent writers never overwrite each other's counts. A key whose last node left keeps its
-    row at zero.
+    Appended by the statement triggers of leasing 0027 on inventory_node, one row per key a
+    statement changes (its net change: a node added, removed, retired, moved or resized), so
+    that node writers take no lock here. The beat task leasing.compact_pool_sizes folds them into
+    one row per key (leasing.services.pool_sums.pool_sizes_compact); the sums never change.
     """
 
     site = models.ForeignKey(
@@ -85,21 +87,11 @@ class PoolSize(models.Model):
     )
     nvlink = models.BooleanField()
     infiniband = models.BooleanField(help_text="The nodes have InfiniBand (infiniband_gbit_s > 0).")
-    nodes = models.IntegerField()
-    gpus = models.IntegerField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["site", "gpu_model", "nvlink", "infiniband"], name="pool_size_key_unique"
-            ),
-            models.CheckConstraint(
-                condition=models.Q(nodes__gte=0, gpus__gte=0), name="pool_size_not_negative"
-            ),
-        ]
+    nodes = models.IntegerField(help_text="Nodes added (negative: removed).")
+    gpus = models.IntegerField(help_text="GPUs added (negative: removed).")
 
     def __str__(self) -> str:
-        return f"site {self.site_id} model {self.gpu_model_id}: {self.nodes} nodes"
+        return f"site {self.site_id} model {self.gpu_model_id}: {self.nodes:+} nodes"
 
 
 class PoolOutage(models.Model):
@@ -108,8 +100,8 @@ class PoolOutage(models.Model):
     GPU-seconds each pool lost without joining the outages to the nodes.
 
     Kept by the triggers of leasing 0027: a node's rows are rebuilt from its outages, under the
-    node's lock of the free-capacity timeline, when one of its outages is written or when the
-    node changes in a way that matters here.
+    node's lock of the free-capacity timeline, when one of its outages is written, when the node
+    is inserted, or when it changes in a way that matters here.
     """
 
     outage = models.OneToOneField(

@@ -154,7 +154,8 @@ GROUP BY ou.node_id"""
 
 # Every offer's pool size and availability for a broad search ordered by reliability, from the
 # tables the database keeps for it (leasing 0027), not from the nodes: the sizes by pool key
-# (leasing_poolsize, by interconnect), the GPU-seconds lost by pool key in the 90 days
+# (leasing_poolsize: rows of changes by key and interconnect, summed), the GPU-seconds lost by
+# pool key in the 90 days
 # (leasing_pooloutage: each outage with its node's key and the GPUs it costs); the named pools
 # by offer, their nodes' lost seconds from the same outage rows. `{span_filters}` asks for the
 # interconnect as on the spans (the same columns under the same alias). Each offer joins the
@@ -163,8 +164,9 @@ _SIZE_BY_POOL_KEY_SQL = f""",
 size_by_key AS (
   SELECT f.site_id, f.gpu_model_id, sum(f.nodes) AS pool_nodes, sum(f.gpus) AS pool_gpus
   FROM leasing_poolsize f
-  WHERE f.nodes > 0{{span_filters}}
+  WHERE true{{span_filters}}
   GROUP BY f.site_id, f.gpu_model_id
+  HAVING sum(f.nodes) > 0
 ),
 lost_by_key AS (
   SELECT f.site_id, f.gpu_model_id, sum(f.gpus * {_OUTAGE_SECONDS_SQL.format(o="f")}) AS lost

@@ -42,8 +42,8 @@ def rows(sql_params: tuple[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
 # The pool sums a broad search ordered by reliability reads (leasing 0027), and the same sums
 # counted afresh from the nodes and outages.
 _POOL_SIZES_SQL = """
-SELECT site_id, gpu_model_id, nvlink, infiniband, nodes, gpus FROM leasing_poolsize
-WHERE nodes <> 0 OR gpus <> 0 ORDER BY 1, 2, 3, 4"""
+SELECT site_id, gpu_model_id, nvlink, infiniband, sum(nodes), sum(gpus) FROM leasing_poolsize
+GROUP BY 1, 2, 3, 4 HAVING sum(nodes) <> 0 OR sum(gpus) <> 0 ORDER BY 1, 2, 3, 4"""
 _POOL_SIZES_COUNTED_SQL = """
 SELECT site_id, gpu_model_id, nvlink, infiniband_gbit_s > 0, count(*), sum(gpu_count)
 FROM inventory_node WHERE status <> 'retired' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"""
@@ -58,7 +58,8 @@ FROM inventory_outage ou JOIN inventory_node n ON n.id = ou.node_id ORDER BY 1""
 
 
 def pool_sums() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The pool sizes and the outages with their nodes' keys, as the triggers keep them."""
+    """The pool sizes (their change rows summed) and the outages with their nodes' keys, as the
+    triggers keep them."""
     return rows((_POOL_SIZES_SQL, {})), rows((_POOL_OUTAGES_SQL, {}))
 
 

@@ -23,7 +23,9 @@ from leasing.selectors import (
     capacity_sql,
     free_gpu_counts,
 )
+from leasing.tasks import compact_pool_sizes
 from tests.factories import ProviderFactory
+from tests.inventory.factories import make_site
 from tests.leasing.factories import busy, gpus_of, make_nodes, make_offer, outage, window
 from tests.leasing.free_spans import pool_sums, pool_sums_counted, rows
 
@@ -681,8 +683,20 @@ def test_a_search_by_reliability_follows_outages_and_nodes_as_they_change(
     assert measured() == (2, 12, Decimal("97.22"))
     answered(provider_client.delete(f"/api/v1/outages/{node_wide['id']}/"), 204)
     assert measured() == (2, 12, Decimal("98.33"))
-    # Retired, the second node leaves the pool with its outage.
+    # The second node, with its outage, loses NVLink (its outage row follows: the recount), then
+    # moves to another site and is retired there: the pool keeps the first node alone.
+    answered(provider_client.patch(f"/api/v1/nodes/{second.pk}/", {"nvlink": False}, format="json"))
+    assert measured() == (2, 12, Decimal("98.33"))
+    elsewhere = make_site(provider)
+    answered(
+        provider_client.patch(f"/api/v1/nodes/{second.pk}/", {"site": elsewhere.pk}, format="json")
+    )
+    assert measured() == (1, 4, Decimal("100.00"))
     answered(
         provider_client.patch(f"/api/v1/nodes/{second.pk}/", {"status": "retired"}, format="json")
     )
     assert measured() == (1, 4, Decimal("100.00"))
+    # Folding the change rows (the beat task) changes no sum.
+    assert compact_pool_sizes.apply().get() > 0
+    assert measured() == (1, 4, Decimal("100.00"))
+    assert compact_pool_sizes.apply().get() == 0
