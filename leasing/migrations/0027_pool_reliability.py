@@ -15,9 +15,10 @@ docs/scaling.md). It now sums two small tables instead:
   0020), when one of its outages is written, when the node is inserted (an outage may come first
   in a transaction: the foreign keys are deferred), and when the node changes in a way that
   matters here; the node trigger takes the same lock, so neither writer reads the other's stale
-  row. A refresh of a few nodes also takes the spans table in ROW EXCLUSIVE mode first, as every
-  per-node rebuild of the spans does when it writes them, so a bulk refresh (more than 32
-  nodes: the spans table in SHARE ROW EXCLUSIVE mode instead of advisory locks) excludes it.
+  row. The nodes' lock itself (leasing_node_free_spans_lock) now takes the spans table in ROW
+  EXCLUSIVE mode before a few nodes' advisory locks, so a bulk lock (more than 32 nodes: the
+  spans table in SHARE ROW EXCLUSIVE mode instead of advisory locks) holds off every per-node
+  locker, including those that write no span.
 
 Both are filled from the current nodes and outages, with the nodes and outages locked against
 change (SHARE) for the backfill.
@@ -55,14 +56,53 @@ def _apply_sizes(*signed: tuple[str, int]) -> str:
     return _APPLY_SIZES.format(rows=rows)
 
 
+# The nodes' lock of 0020, now also for writers that do not write spans (the pool outages): a
+# lock of a few nodes takes the spans table in ROW EXCLUSIVE mode before their advisory locks,
+# so a bulk lock (SHARE ROW EXCLUSIVE, instead of advisory locks) holds off every per-node
+# locker, as 0020 meant, not only those that go on to write spans.
+_LOCK_SQL = f"""
+CREATE OR REPLACE FUNCTION leasing_node_free_spans_lock(node_ids bigint[]) RETURNS void AS $$
+BEGIN
+  IF cardinality(node_ids) > {_spans._BULK_NODES} THEN
+    LOCK TABLE leasing_nodefreespan IN SHARE ROW EXCLUSIVE MODE;
+  ELSE
+    LOCK TABLE leasing_nodefreespan IN ROW EXCLUSIVE MODE;
+    PERFORM pg_advisory_xact_lock({_spans._LOCK_NAMESPACE}, n::int)
+    FROM unnest(node_ids) AS n ORDER BY n;
+  END IF;
+END
+$$ LANGUAGE plpgsql;
+"""
+
+
+def _statement_triggers(prefix: str, table: str, function: str) -> str:
+    """AFTER INSERT / UPDATE / DELETE statement triggers `{prefix}_<event>` on `table`, with the
+    transition tables old_<rows> and new_<rows> their event has (rows: `nodes` on the nodes)."""
+    rows = "nodes" if table == "inventory_node" else "rows"
+    referencing = {
+        "insert": f"NEW TABLE AS new_{rows}",
+        "update": f"OLD TABLE AS old_{rows} NEW TABLE AS new_{rows}",
+        "delete": f"OLD TABLE AS old_{rows}",
+    }
+    return "".join(
+        f"CREATE TRIGGER {prefix}_{event} AFTER {event.upper()} ON {table}\n"
+        f"  REFERENCING {tables}\n  FOR EACH STATEMENT EXECUTE FUNCTION {function}();\n"
+        for event, tables in referencing.items()
+    )
+
+
+def _drop_triggers(prefix: str, table: str) -> str:
+    return "".join(
+        f"DROP TRIGGER {prefix}_{event} ON {table};\n" for event in ("insert", "update", "delete")
+    )
+
+
 _SQL = f"""
 LOCK TABLE inventory_node, inventory_outage IN SHARE MODE;
 
+{_LOCK_SQL}
 CREATE OR REPLACE FUNCTION leasing_pool_outages_refresh(node_ids bigint[]) RETURNS void AS $$
 BEGIN
-  IF cardinality(node_ids) <= {_spans._BULK_NODES} THEN
-    LOCK TABLE leasing_nodefreespan IN ROW EXCLUSIVE MODE;
-  END IF;
   PERFORM leasing_node_free_spans_lock(node_ids);
   DELETE FROM leasing_pooloutage WHERE node_id = ANY(node_ids);
   INSERT INTO leasing_pooloutage
@@ -89,15 +129,7 @@ BEGIN
   RETURN NULL;
 END
 $$ LANGUAGE plpgsql;
-CREATE TRIGGER outage_pool_outages_insert AFTER INSERT ON inventory_outage
-  REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION leasing_outage_pool_outages();
-CREATE TRIGGER outage_pool_outages_update AFTER UPDATE ON inventory_outage
-  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION leasing_outage_pool_outages();
-CREATE TRIGGER outage_pool_outages_delete AFTER DELETE ON inventory_outage
-  REFERENCING OLD TABLE AS old_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION leasing_outage_pool_outages();
+{_statement_triggers("outage_pool_outages", "inventory_outage", "leasing_outage_pool_outages")}
 
 CREATE OR REPLACE FUNCTION leasing_node_pool_reliability() RETURNS trigger AS $$
 BEGIN
@@ -117,15 +149,7 @@ BEGIN
   RETURN NULL;
 END
 $$ LANGUAGE plpgsql;
-CREATE TRIGGER node_pool_reliability_insert AFTER INSERT ON inventory_node
-  REFERENCING NEW TABLE AS new_nodes
-  FOR EACH STATEMENT EXECUTE FUNCTION leasing_node_pool_reliability();
-CREATE TRIGGER node_pool_reliability_update AFTER UPDATE ON inventory_node
-  REFERENCING OLD TABLE AS old_nodes NEW TABLE AS new_nodes
-  FOR EACH STATEMENT EXECUTE FUNCTION leasing_node_pool_reliability();
-CREATE TRIGGER node_pool_reliability_delete AFTER DELETE ON inventory_node
-  REFERENCING OLD TABLE AS old_nodes
-  FOR EACH STATEMENT EXECUTE FUNCTION leasing_node_pool_reliability();
+{_statement_triggers("node_pool_reliability", "inventory_node", "leasing_node_pool_reliability")}
 
 INSERT INTO leasing_poolsize (site_id, gpu_model_id, nvlink, infiniband, nodes, gpus)
 SELECT {_NODE_KEY}, count(*), sum(n.gpu_count)
@@ -133,17 +157,14 @@ FROM inventory_node n WHERE n.status <> 'retired' GROUP BY 1, 2, 3, 4;
 SELECT leasing_pool_outages_refresh(ARRAY(SELECT DISTINCT ou.node_id FROM inventory_outage ou));
 """
 
-_REVERSE_SQL = """
-DROP TRIGGER node_pool_reliability_insert ON inventory_node;
-DROP TRIGGER node_pool_reliability_update ON inventory_node;
-DROP TRIGGER node_pool_reliability_delete ON inventory_node;
-DROP FUNCTION leasing_node_pool_reliability();
-DROP TRIGGER outage_pool_outages_insert ON inventory_outage;
-DROP TRIGGER outage_pool_outages_update ON inventory_outage;
-DROP TRIGGER outage_pool_outages_delete ON inventory_outage;
-DROP FUNCTION leasing_outage_pool_outages();
-DROP FUNCTION leasing_pool_outages_refresh(bigint[]);
-"""
+_REVERSE_SQL = (
+    _drop_triggers("node_pool_reliability", "inventory_node")
+    + "DROP FUNCTION leasing_node_pool_reliability();\n"
+    + _drop_triggers("outage_pool_outages", "inventory_outage")
+    + "DROP FUNCTION leasing_outage_pool_outages();\n"
+    + "DROP FUNCTION leasing_pool_outages_refresh(bigint[]);\n"
+    + _spans._LOCK_SQL
+)
 
 
 SCHEDULE = "Fold the pool sizes' change rows into one row per pool key"

@@ -22,6 +22,14 @@ from django.db import models
 from inventory.models import GpuModel, Node, Outage, Site
 
 
+def _kept_key(to: type[models.Model]) -> models.ForeignKey:
+    """A node's site or GPU model copied onto a row the database keeps (no constraint, no index:
+    the triggers write it from the node, and the searches read it through their own indexes)."""
+    return models.ForeignKey(
+        to, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+
+
 class NodeFreeSpan(models.Model):
     """A stretch of one node's time during which the same GPUs are free, each until a known time.
 
@@ -47,12 +55,8 @@ class NodeFreeSpan(models.Model):
     )
     # The node's pool key, kept by the database (leasing 0021: set on insert from the node, and
     # passed on when the node moves): a broad search sums free GPUs by it without the nodes.
-    site = models.ForeignKey(
-        Site, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
-    gpu_model = models.ForeignKey(
-        GpuModel, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
+    site = _kept_key(Site)
+    gpu_model = _kept_key(GpuModel)
     # The node's interconnect, kept the same way (leasing 0024): a broad search asking for one
     # keeps the spans of nodes that have it.
     nvlink = models.BooleanField()
@@ -79,12 +83,8 @@ class PoolSize(models.Model):
     one row per key (leasing.services.pool_sums.pool_sizes_compact); the sums never change.
     """
 
-    site = models.ForeignKey(
-        Site, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
-    gpu_model = models.ForeignKey(
-        GpuModel, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
+    site = _kept_key(Site)
+    gpu_model = _kept_key(GpuModel)
     nvlink = models.BooleanField()
     infiniband = models.BooleanField(help_text="The nodes have InfiniBand (infiniband_gbit_s > 0).")
     nodes = models.IntegerField(help_text="Nodes added (negative: removed).")
@@ -114,12 +114,8 @@ class PoolOutage(models.Model):
     node = models.ForeignKey(
         Node, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
     )
-    site = models.ForeignKey(
-        Site, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
-    gpu_model = models.ForeignKey(
-        GpuModel, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
+    site = _kept_key(Site)
+    gpu_model = _kept_key(GpuModel)
     nvlink = models.BooleanField()
     infiniband = models.BooleanField()
     retired = models.BooleanField()
