@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from accounts.choices import KeyScope
 from accounts.models import ApiKey, BillingProfile, Organization, country_name
+from core.api.serializers import StrictInputSerializer
 
 
 class ProviderRefSerializer(serializers.Serializer[Organization]):
@@ -62,7 +63,7 @@ class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
         read_only_fields = fields
 
 
-class ApiKeyCreateSerializer(serializers.Serializer[object]):
+class ApiKeyCreateSerializer(StrictInputSerializer):
     """Input for a new key."""
 
     name = serializers.CharField(max_length=100)
@@ -108,7 +109,7 @@ class BillingProfileSerializer(serializers.ModelSerializer[BillingProfile]):
         return country_name(profile.country)
 
 
-class BillingProfileUpdateSerializer(serializers.Serializer[object]):
+class BillingProfileUpdateSerializer(StrictInputSerializer):
     """The fields to set (PATCH: some, PUT: all); blank clears an optional one."""
 
     legal_name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)

@@ -26,6 +26,7 @@ from accounts.models import ApiKey, BillingProfile, Membership
 from accounts.permissions import request_caller
 from accounts.services import api_key_create, api_key_revoke, billing_profile_update
 from core.api.params import StrictQueryParamsMixin
+from core.api.serializers import read_input
 from core.errors import NotFound
 
 
@@ -83,14 +84,7 @@ class BillingProfileView(StrictQueryParamsMixin, APIView):
                     "Only the organization's admins change its billing profile.",
                     code="admin_only",
                 )
-        serializer = BillingProfileUpdateSerializer(data=request.data, partial=partial)
-        serializer.is_valid(raise_exception=True)
-        unknown = (
-            sorted(set(request.data) - set(serializer.fields))
-            if isinstance(request.data, dict)
-            else []
-        )
-        changes = {**{field: "" for field in unknown}, **serializer.validated_data}
+        changes = read_input(BillingProfileUpdateSerializer, request.data, partial=partial)
         profile = billing_profile_update(organization=organization, changes=changes)
         return Response(BillingProfileSerializer(profile).data)
 
@@ -120,14 +114,13 @@ class ApiKeyViewSet(
         caller = self.caller
         if caller.organization is None:
             raise Forbidden("Act for an organization to create its keys.", code="no_organization")
-        serializer = ApiKeyCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        body = read_input(ApiKeyCreateSerializer, request.data)
         # A key creating a key bounds it (scope, expiry); a session user follows their role.
         issued = api_key_create(
             organization=caller.organization,
             created_by=request.user,
             created_by_key=caller.api_key,
-            **serializer.validated_data,
+            **body,
         )
         body = ApiKeyCreatedSerializer(issued.api_key).data
         body["key"] = issued.raw_key

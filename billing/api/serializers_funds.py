@@ -15,6 +15,7 @@ from accounts.models import Organization
 from billing.models import CreditGrant, FundsAction, FundsPolicy, GrantScope, TopUp
 from billing.selectors.funds import BurnDown, burn_downs
 from core.api.fields import CurrencyField, MinorUnitMixin
+from core.api.serializers import StrictInputSerializer
 from core.money import round_money
 
 
@@ -55,7 +56,7 @@ class CreditGrantSerializer(MinorUnitMixin, serializers.ModelSerializer[CreditGr
         return str(round_money(-balance, grant.currency))
 
 
-class CreditGrantCreateSerializer(serializers.Serializer[Any]):
+class CreditGrantCreateSerializer(StrictInputSerializer):
     """An operator's promotional grant."""
 
     customer = serializers.IntegerField(help_text="The customer organization's id.")
@@ -93,7 +94,7 @@ class TopUpSerializer(MinorUnitMixin, serializers.ModelSerializer[TopUp]):
         read_only_fields = fields
 
 
-class TopUpCreateSerializer(serializers.Serializer[Any]):
+class TopUpCreateSerializer(StrictInputSerializer):
     """A customer pays by card (`payment_method`); an operator records a payment (`customer`,
     `reference`)."""
 
@@ -173,7 +174,7 @@ class FundsPolicySerializer(serializers.ModelSerializer[FundsPolicy]):
         read_only_fields = fields
 
 
-class FundsPolicySetSerializer(serializers.Serializer[Any]):
+class FundsPolicySetSerializer(StrictInputSerializer):
     """Set a contract's funds policy (its lessee, or an operator)."""
 
     contract = serializers.IntegerField()

@@ -45,6 +45,7 @@ from billing.services.grants import credit_grant_create
 from billing.services.top_ups import top_up_record, top_up_start
 from contracts.models import Contract
 from core.api.idempotency import idempotent
+from core.api.serializers import read_input
 from core.errors import NotFound, ValidationFailed
 
 
@@ -85,9 +86,7 @@ class CreditGrantViewSet(
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """An operator grants promotional credit (the operator vouches for it)."""
-        body = CreditGrantCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
+        data = read_input(CreditGrantCreateSerializer, request.data)
         actor = _actor(request)
         grant = credit_grant_create(
             customer=_customer(data.pop("customer")),
@@ -131,9 +130,7 @@ class TopUpViewSet(
     )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = TopUpCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = read_input(TopUpCreateSerializer, request.data)
         caller = self.caller
         actor = _actor(request)
         if caller.is_operator:
@@ -211,9 +208,7 @@ class FundsPolicyViewSet(
     @extend_schema(request=FundsPolicySetSerializer, responses={200: FundsPolicySerializer})
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        body = FundsPolicySetSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = read_input(FundsPolicySetSerializer, request.data)
         contracts = self.scope_contracts(Contract.objects.all())
         contract = get_object_or_404(contracts, pk=data["contract"])
         policy = funds_policy_set(

@@ -10,6 +10,7 @@ from contracts import engine
 from contracts.choices import AcceptanceRunStatus, ClauseKind, EndReason, Party, PricingBasis
 from contracts.models import AcceptanceRun, Clause, Contract, ContractEvent
 from core.api.fields import CurrencyField, MoneyField, RateField, SlugOrBlankField
+from core.api.serializers import StrictInputSerializer
 
 
 class EventRefSerializer(serializers.ModelSerializer[ContractEvent]):
@@ -82,7 +83,7 @@ class ContractSerializer(serializers.ModelSerializer[Contract]):
         read_only_fields = fields
 
 
-class ContractCreateSerializer(serializers.Serializer[Any]):
+class ContractCreateSerializer(StrictInputSerializer):
     """Input of an operator creating a contract."""
 
     lessor = serializers.SlugField()
@@ -104,7 +105,7 @@ class ContractCreateSerializer(serializers.Serializer[Any]):
     )
 
 
-class ContractAmendSerializer(serializers.Serializer[Any]):
+class ContractAmendSerializer(StrictInputSerializer):
     """Input of an amendment: any subset of the amendable terms, and optionally a new clause set."""
 
     term_end = serializers.DateTimeField(required=False)
@@ -143,7 +144,7 @@ class ContractEventSerializer(serializers.ModelSerializer[ContractEvent]):
         read_only_fields = fields
 
 
-class ExitInputSerializer(serializers.Serializer[Any]):
+class ExitInputSerializer(StrictInputSerializer):
     """An exit date, and for operators the party on whose behalf they act."""
 
     exit_date = serializers.DateField()
@@ -178,7 +179,7 @@ class TerminationQuoteSerializer(serializers.Serializer[Any]):
     decisions = DecisionSerializer(many=True)
 
 
-class AcceptanceRunInputSerializer(serializers.Serializer[Any]):
+class AcceptanceRunInputSerializer(StrictInputSerializer):
     """A measured acceptance result submitted by a party."""
 
     metric = serializers.CharField(max_length=32)

@@ -52,6 +52,7 @@ from contracts.services import (
 )
 from core.api.idempotency import idempotent
 from core.api.params import date_param, unknown_query_params_check
+from core.api.serializers import read_input
 from core.errors import NotFound, ValidationFailed
 
 OPERATOR_ACTIONS = {"create", "partial_update", "activate"}
@@ -128,9 +129,7 @@ class ContractViewSet(
 
     @extend_schema(request=ContractCreateSerializer, responses={201: ContractSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = ContractCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(ContractCreateSerializer, request.data)
         parties = {
             role: Organization.objects.filter(slug=data.pop(role)).first()
             for role in ("lessor", "lessee")
@@ -152,9 +151,7 @@ class ContractViewSet(
     @extend_schema(request=ContractAmendSerializer, responses=ContractSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         contract = self.get_object()
-        serializer = ContractAmendSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        changes = dict(serializer.validated_data)
+        changes = read_input(ContractAmendSerializer, request.data, partial=True)
         clauses = changes.pop("clauses", None)
         contract_amend(contract=contract, changes=changes, clauses=clauses, actor=_actor(request))
         return Response(ContractSerializer(contracts_with_relations().get(pk=contract.pk)).data)
@@ -171,10 +168,9 @@ class ContractViewSet(
     def termination_quote(self, request: Request, pk: str | None = None) -> Response:
         """What exiting on a date would cost, and why; changes nothing."""
         contract = self.get_object()
-        serializer = ExitInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        party = self._party(contract, serializer.validated_data.get("party"))
-        exit_date = serializer.validated_data["exit_date"]
+        body = read_input(ExitInputSerializer, request.data)
+        party = self._party(contract, body.get("party"))
+        exit_date = body["exit_date"]
         quote = contract_termination_quote(contract=contract, party=party, exit_date=exit_date)
         return Response(
             TerminationQuoteSerializer(_quote_data(contract, party, exit_date, quote)).data
@@ -186,10 +182,9 @@ class ContractViewSet(
     def exit(self, request: Request, pk: str | None = None) -> Response:
         """Give notice to exit: records the fee (or why none) and the migration window."""
         contract = self.get_object()
-        serializer = ExitInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        party = self._party(contract, serializer.validated_data.get("party"))
-        exit_date = serializer.validated_data["exit_date"]
+        body = read_input(ExitInputSerializer, request.data)
+        party = self._party(contract, body.get("party"))
+        exit_date = body["exit_date"]
         contract, quote = contract_request_exit(
             contract=contract, party=party, exit_date=exit_date, actor=_actor(request)
         )
@@ -206,14 +201,13 @@ class ContractViewSet(
         """Submit an acceptance result: the lessee's (or an operator's) is judged now and may
         start billing; the lessor's is a claim the lessee confirms or disputes."""
         contract = self.get_object()
-        serializer = AcceptanceRunInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        body = read_input(AcceptanceRunInputSerializer, request.data)
         run, outcome = acceptance_run_record(
             contract=contract,
             party=acceptance_submitter_of(contract=contract, organization=self.caller.organization),
             organization=self.caller.organization,
             actor=_actor(request),
-            **serializer.validated_data,
+            **body,
         )
         contract.refresh_from_db()
         body = acceptance_outcome_data(run=run, outcome=outcome, contract=contract)

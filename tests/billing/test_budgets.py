@@ -283,7 +283,7 @@ def test_an_alert_only_budget_at_100_percent_blocks_nothing(
         ({"amount": "-5"}, "invalid_amount"),
         ({"currency": "XQQ"}, "invalid_currency"),
         ({"name": "  "}, "invalid"),
-        ({"surprise": 1}, "invalid"),
+        ({"surprise": 1}, "unknown_field"),
         ({"action": "pause_everything"}, "invalid"),
     ],
 )

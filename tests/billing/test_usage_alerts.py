@@ -249,7 +249,7 @@ def test_rules_are_created_listed_changed_and_their_alerts_read(
         ({"kind": "ttft_p95_over_slo", "hours": 0}, 400, "invalid_hours"),
         ({"kind": "ttft_p95_over_slo", "hours": 169}, 400, "invalid_hours"),
         ({"kind": "latency_vibes"}, 400, "invalid"),
-        ({"kind": "ttft_p95_over_slo", "when": "always"}, 400, "invalid"),
+        ({"kind": "ttft_p95_over_slo", "when": "always"}, 400, "unknown_field"),
     ],
 )
 def test_bad_rules_are_400_and_write_nothing(

@@ -174,7 +174,7 @@ def test_no_offer_of_the_model_answers_409(client_for, customer, provider):
         ({"max_price_per_gpu_hour": "0"}, 400, "invalid_price_cap"),
         ({"end": None}, 400, "window_required"),
         ({"hours": 5}, 400, "ambiguous_window"),
-        ({"colour": "red"}, 400, "invalid"),
+        ({"colour": "red"}, 400, "unknown_field"),
     ],
 )
 def test_bad_quote_requests_answer_stable_codes(

@@ -404,7 +404,7 @@ def test_more_gpus_than_kv_heads_replicate_them(customer, client_for):
         ({"model": "llama-3-1-8b", "currency": "XYZ"}, 400, "invalid_currency", "currency"),
         ({"model": "llama-3-1-8b", "weight_precision": "fp4"}, 400, "invalid", "weight_precision"),
         ({"model": "llama-3-1-8b", "context_tokens": "many"}, 400, "invalid", "context_tokens"),
-        ({"model": "llama-3-1-8b", "batch": 4}, 400, "invalid", "batch"),
+        ({"model": "llama-3-1-8b", "batch": 4}, 400, "unknown_field", "batch"),
     ],
 )  # fmt: skip
 def test_impossible_input_is_a_400_with_a_stable_code(

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
+from core.api.serializers import read_input
 from core.errors import NotFound
 from webhooks.api.serializers import (
     DeliverySerializer,
@@ -71,9 +72,8 @@ class WebhookEndpointViewSet(
             raise Forbidden(
                 "Act for an organization to register its endpoints.", code="no_organization"
             )
-        serializer = WebhookEndpointCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        endpoint = webhook_endpoint_create(organization=organization, **serializer.validated_data)
+        body = read_input(WebhookEndpointCreateSerializer, request.data)
+        endpoint = webhook_endpoint_create(organization=organization, **body)
         return Response(
             WebhookEndpointCreatedSerializer(endpoint).data, status=status.HTTP_201_CREATED
         )
@@ -82,11 +82,8 @@ class WebhookEndpointViewSet(
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Change the URL, event types, description, or enable/disable the endpoint."""
         endpoint = self.get_object()
-        serializer = WebhookEndpointUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        endpoint = webhook_endpoint_update(
-            endpoint=endpoint, changes=EndpointChanges(**serializer.validated_data)
-        )
+        body = read_input(WebhookEndpointUpdateSerializer, request.data)
+        endpoint = webhook_endpoint_update(endpoint=endpoint, changes=EndpointChanges(**body))
         return Response(WebhookEndpointSerializer(endpoint).data)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -40,6 +40,7 @@ from billing.services.usage_alerts import (
     usage_alert_rule_update,
 )
 from contracts.models import Contract
+from core.api.serializers import read_input
 from core.errors import NotFound
 
 
@@ -113,9 +114,7 @@ class BudgetViewSet(
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Create a budget; its running month is evaluated at once."""
         organization = self.own_organization()
-        serializer = BudgetCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(BudgetCreateSerializer, request.data)
         data["contract"] = _contract(data.get("contract"))
         budget = budget_create(organization=organization, **data)
         return self._answer(budget, status.HTTP_201_CREATED)
@@ -124,9 +123,8 @@ class BudgetViewSet(
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Change the name, amount, thresholds, action, or (de)activate; evaluated again."""
         budget = self.get_object()
-        serializer = BudgetUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        budget = budget_update(budget=budget, changes=BudgetChanges(**serializer.validated_data))
+        body = read_input(BudgetUpdateSerializer, request.data)
+        budget = budget_update(budget=budget, changes=BudgetChanges(**body))
         return self._answer(budget)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -157,9 +155,7 @@ class UsageAlertRuleViewSet(
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Create a rule over one token-SLA contract of the organization, or all of them."""
         organization = self.own_organization()
-        serializer = UsageAlertRuleCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(UsageAlertRuleCreateSerializer, request.data)
         data["contract"] = _contract(data.get("contract"))
         rule = usage_alert_rule_create(organization=organization, **data)
         return Response(UsageAlertRuleSerializer(rule).data, status=status.HTTP_201_CREATED)
@@ -168,9 +164,7 @@ class UsageAlertRuleViewSet(
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Change the hours, the threshold (null empties it) or whether the rule is active."""
         rule = self.get_object()
-        serializer = UsageAlertRuleUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(UsageAlertRuleUpdateSerializer, request.data)
         clear = "threshold" in data and data["threshold"] is None
         changes = RuleChanges(
             hours=data.get("hours"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from rest_framework import serializers
 
@@ -71,7 +70,7 @@ class AllocationSerializer(serializers.ModelSerializer[Allocation]):
         return obj.period.upper.isoformat() if obj.period.upper else None
 
 
-class WindowInputSerializer(serializers.Serializer[Any]):
+class WindowInputSerializer(StrictInputSerializer):
     """An offer, a count of GPUs and a window: end, hours, or a reserved term."""
 
     offer = serializers.IntegerField()
@@ -217,19 +216,19 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
         return obj.gpus_ready_at or obj.start
 
 
-class ExtendInputSerializer(serializers.Serializer[Any]):
+class ExtendInputSerializer(StrictInputSerializer):
     """The new end of a lease."""
 
     end = serializers.DateTimeField()
 
 
-class LeaseExitInputSerializer(serializers.Serializer[Any]):
+class LeaseExitInputSerializer(StrictInputSerializer):
     """When to exit a lease early."""
 
     exit_date = serializers.DateField()
 
 
-class ReplaceGpuInputSerializer(serializers.Serializer[Any]):
+class ReplaceGpuInputSerializer(StrictInputSerializer):
     """The failed GPU to swap out."""
 
     gpu = serializers.IntegerField()

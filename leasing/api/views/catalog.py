@@ -26,6 +26,7 @@ from accounts.models import Organization
 from accounts.permissions import HasOrganizationScope, IsProvider, request_caller
 from accounts.selectors import Caller
 from core.api.idempotency import idempotent
+from core.api.serializers import read_input
 from core.errors import NotFound, ValidationFailed
 from inventory.models import GpuModel
 from leasing import selectors
@@ -131,9 +132,7 @@ class OfferViewSet(
 
     @extend_schema(request=OfferCreateSerializer, responses={201: OfferSerializer})
     def create(self, request: Request) -> Response:
-        serializer = OfferCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(OfferCreateSerializer, request.data)
         provider = _provider_for(self.caller, data.pop("provider", None))
         offer = offer_create(
             provider=provider,
@@ -150,9 +149,8 @@ class OfferViewSet(
     @extend_schema(request=OfferUpdateSerializer, responses=OfferSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         offer = self.get_object()
-        serializer = OfferUpdateSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        offer = offer_update(offer=offer, changes=serializer.validated_data)
+        body = read_input(OfferUpdateSerializer, request.data, partial=True)
+        offer = offer_update(offer=offer, changes=body)
         return self._answer(offer)
 
     def destroy(self, request: Request, pk: str | None = None) -> Response:
@@ -194,9 +192,7 @@ class SlaOfferingViewSet(
 
     @extend_schema(request=SlaOfferingCreateSerializer, responses={201: SlaOfferingSerializer})
     def create(self, request: Request) -> Response:
-        serializer = SlaOfferingCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(SlaOfferingCreateSerializer, request.data)
         provider = _provider_for(self.caller, data.pop("provider", None))
         offering = sla_offering_create(provider=provider, nodes=data.pop("nodes", []), **data)
         return self._answer(offering, status.HTTP_201_CREATED)
@@ -204,9 +200,8 @@ class SlaOfferingViewSet(
     @extend_schema(request=SlaOfferingUpdateSerializer, responses=SlaOfferingSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         offering = self.get_object()
-        serializer = SlaOfferingUpdateSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        offering = sla_offering_update(offering=offering, changes=serializer.validated_data)
+        body = read_input(SlaOfferingUpdateSerializer, request.data, partial=True)
+        offering = sla_offering_update(offering=offering, changes=body)
         return self._answer(offering)
 
     def destroy(self, request: Request, pk: str | None = None) -> Response:
@@ -346,9 +341,7 @@ class QuoteViewSet(
         caller = request_caller(request)
         if caller.organization is None or not caller.organization.is_customer:
             raise Forbidden("Only customers ask for quotes.", code="customer_only")
-        serializer = QuoteRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = read_input(QuoteRequestSerializer, request.data)
         now = timezone.now()
         quote_request = QuoteRequest(
             gpu_model=data["gpu_model"].strip().lower(),

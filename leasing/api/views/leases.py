@@ -25,6 +25,7 @@ from contracts.api.serializers import (
 from contracts.models import AcceptanceRun, Contract
 from contracts.selectors import acceptance_runs_with_relations, acceptance_submitter_of
 from core.api.idempotency import idempotent
+from core.api.serializers import read_input
 from core.errors import NotFound, ValidationFailed
 from inventory.models import Gpu
 from leasing.api.filters import AcceptanceRunFilter, LeaseEventFilter, PreemptionNoticeFilter
@@ -156,9 +157,7 @@ class HoldViewSet(
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         customer = _require_customer(request)
-        serializer = HoldInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(HoldInputSerializer, request.data)
         quote = _own_quote(data["quote"], customer) if data.get("quote") else None
         lease_request = (
             request_from_quote(quote) if quote is not None else _window_request(data, self.caller)
@@ -203,9 +202,7 @@ class LeaseViewSet(
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         customer = _require_customer(request)
-        serializer = LeaseInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(LeaseInputSerializer, request.data)
         common = {
             "customer": customer,
             "workload": data.get("workload", Workload.UNSPECIFIED),
@@ -243,9 +240,8 @@ class LeaseViewSet(
         """Extend on the same GPUs, if they are free until the new end."""
         lease = self.get_object()
         self._as_customer(lease)
-        serializer = ExtendInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        lease_extend(lease=lease, new_end=serializer.validated_data["end"], actor=_actor(request))
+        body = read_input(ExtendInputSerializer, request.data)
+        lease_extend(lease=lease, new_end=body["end"], actor=_actor(request))
         return Response(LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data)
 
     @extend_schema(request=LeaseExitInputSerializer, responses=LeaseSerializer)
@@ -255,12 +251,11 @@ class LeaseViewSet(
         """End early through the contract's exit terms (the fee is on the contract's events)."""
         lease = self.get_object()
         self._as_customer(lease)
-        serializer = LeaseExitInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        body = read_input(LeaseExitInputSerializer, request.data)
         lease_exit(
             lease=lease,
             party="lessee",
-            exit_date=serializer.validated_data["exit_date"],
+            exit_date=body["exit_date"],
             actor=_actor(request),
         )
         return Response(LeaseSerializer(self.get_queryset().get(pk=lease.pk)).data)
@@ -280,9 +275,8 @@ class LeaseViewSet(
         """Provider swaps a failed GPU for a free one; only that GPU is priced (exit terms)."""
         lease = self.get_object()
         self._as_provider(lease)
-        serializer = ReplaceGpuInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        gpu = Gpu.objects.filter(pk=serializer.validated_data["gpu"]).first()
+        body = read_input(ReplaceGpuInputSerializer, request.data)
+        gpu = Gpu.objects.filter(pk=body["gpu"]).first()
         if gpu is None:
             raise NotFound("No such GPU.", code="gpu_not_found")
         lease_replace_gpu(lease=lease, failed_gpu=gpu, actor=_actor(request))
@@ -330,9 +324,7 @@ class AcceptanceRunViewSet(
         """Submit a run: the lessee's (or an operator's) is judged now and may start billing;
         the provider's is a claim the lessee confirms or disputes at /acceptance-runs/{id}/."""
         lease = self._lease()
-        serializer = AcceptanceRunInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(AcceptanceRunInputSerializer, request.data)
         if not data.get("run_by"):
             data["run_by"] = _actor(request)
         organization = self.caller.organization
@@ -431,12 +423,11 @@ class ContractAcceptanceRunViewSet(
     def dispute(self, request: Request, pk: str | None = None) -> Response:
         """The lessee disputes the provider's claim, with a reason; an operator decides it."""
         run = self.get_object()
-        serializer = AcceptanceDisputeInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        body = read_input(AcceptanceDisputeInputSerializer, request.data)
         run = lease_acceptance_claim_dispute(
             run=run,
             organization=self._lessee(),
-            reason=serializer.validated_data["reason"],
+            reason=body["reason"],
             actor=_actor(request),
         )
         return Response(AcceptanceRunSerializer(self.get_queryset().get(pk=run.pk)).data)
@@ -446,12 +437,11 @@ class ContractAcceptanceRunViewSet(
     def decide(self, request: Request, pk: str | None = None) -> Response:
         """Operators decide a disputed claim, pass or fail with a reason."""
         run = self.get_object()
-        serializer = AcceptanceDecisionInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        body = read_input(AcceptanceDecisionInputSerializer, request.data)
         run, outcome = lease_acceptance_dispute_decide(
             run=run,
-            passed=serializer.validated_data["passed"],
-            reason=serializer.validated_data["reason"],
+            passed=body["passed"],
+            reason=body["reason"],
             actor=_actor(request),
         )
         return self._outcome(run, outcome)

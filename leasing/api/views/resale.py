@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.errors import Forbidden
 from core.api.idempotency import idempotent
+from core.api.serializers import read_input
 from core.errors import NotFound
 from leasing.api.serializers.leases import LeaseSerializer
 from leasing.api.serializers.resale import ResaleListingInputSerializer, ResaleListingSerializer
@@ -49,9 +50,7 @@ class ResaleListingViewSet(
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         seller = _require_customer(request)
-        serializer = ResaleListingInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = read_input(ResaleListingInputSerializer, request.data)
         lease = Lease.objects.filter(pk=data["lease"], customer=seller).first()
         if lease is None:
             raise NotFound("No such lease.", code="lease_not_found")

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from accounts.api.mixins import OrganizationScopedMixin
 from accounts.permissions import ActsForOrganization
+from core.api.serializers import read_input
 from leasing.api.serializers.sizing import SizingAnswerSerializer, SizingRequestSerializer
 from leasing.selectors.sizing import OVERHEAD_RULE, Fit, SizingAnswer, SizingRequest, sizing_answer
 
@@ -109,9 +110,7 @@ class SizingView(OrganizationScopedMixin, APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        serializer = SizingRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = read_input(SizingRequestSerializer, request.data)
         architecture = data.get("architecture")
         question = SizingRequest(
             model=data.get("model"),
