@@ -432,6 +432,14 @@ def _load(figures: dict[str, Any]) -> tuple[list[str], str]:
             f"Leases: {lease.get('measure', 'time-bounded')}. p50 by outcome (ms): "
             f"endpoint {by_outcome['endpoint']}, bare {by_outcome['bare']}.",
         ]
+    if lease.get("rounds"):
+        each = ", ".join(
+            f"{r['ratio']} ({r['endpoint_rps']} / {r['bare_rps']} req/s)" for r in lease["rounds"]
+        )
+        lines += [
+            "",
+            f"Lease ratio per round (endpoint / bare): {each}; the ratio is their median.",
+        ]
     paced = lease.get("paced")
     if paced:
         lines += [
