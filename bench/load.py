@@ -447,6 +447,12 @@ def _gunicorn_command(port: int, *, workers: int, threads: int) -> list[str]:
         str(threads),
         "--timeout",
         "60",
+        # A paced user may wait a few seconds between requests (random waits of mean ~0.9 s):
+        # past gunicorn's default 2 s the server closed the idle connection just as the user sent
+        # on it, and the request failed with HTTPConnectionClosed (5 December). Idle connections
+        # stay open longer than any such wait, as behind a proxy that keeps them alive.
+        "--keep-alive",
+        "75",
         "--log-level",
         "warning",
     ]
