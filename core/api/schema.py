@@ -26,7 +26,10 @@ ERROR_COMPONENT = "Error"
 ERROR_REF = {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}
 
 ERROR_DESCRIPTIONS = {
-    "400": "The input is not valid (`invalid`, `malformed_request`, ...).",
+    "400": (
+        "The input is not valid (`invalid`, `malformed_request`, ...); a body field the "
+        "operation does not take is `unknown_field`, named in `detail.field`."
+    ),
     "401": "No credentials, or credentials that are not valid.",
     "403": "Authenticated, but not allowed (read-only key, wrong kind of organization).",
     "404": "Not found, or not the caller's.",

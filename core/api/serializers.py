@@ -8,13 +8,39 @@ their own codes (docs/architecture.md, "Input").
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 from rest_framework.settings import api_settings
+from rest_framework.utils import html
 
 from core.errors import FieldError, raise_if_any
+
+# A form body names nested values DRF's way (`tags.team=ml`, `nodes[0]=3`): the field is the
+# key up to the first `.` or `[`. A browser's form also carries its CSRF token.
+_FORM_KEY = re.compile(r"[.\[]")
+_FORM_ONLY = {"csrfmiddlewaretoken"}
+
+
+def _field_names(data: dict[str, Any]) -> set[str]:
+    """The fields a body sets: its keys, or for a form body the fields its keys address."""
+    if not html.is_html_input(data):
+        return set(data)
+    return {_FORM_KEY.split(key, maxsplit=1)[0] for key in data} - _FORM_ONLY
+
+
+def _path(field: serializers.Field[Any, Any, Any, Any]) -> str:
+    """Where a nested serializer sits in the body, dotted (`architecture.`); '' at the root.
+    A list item's place has no index (no input serializer takes a list of bodies)."""
+    names = []
+    node: Any = field
+    while node is not None:
+        if node.field_name:
+            names.append(node.field_name)
+        node = node.parent
+    return "".join(f"{name}." for name in reversed(names))
 
 
 class StrictInputSerializer(serializers.Serializer[Any]):
@@ -26,9 +52,9 @@ class StrictInputSerializer(serializers.Serializer[Any]):
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
+            unknown = sorted(_field_names(data) - set(self.fields))
             if unknown:
-                prefix = f"{self.field_name}." if self.field_name else ""
+                prefix = _path(self)
                 raise_if_any(
                     FieldError(f"{prefix}{name}", "unknown_field", "Not a field of this request.")
                     for name in unknown

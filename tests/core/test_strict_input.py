@@ -9,19 +9,26 @@ fresh serializer's `is_valid(raise_exception=True)` answers, from one serializer
 
 from __future__ import annotations
 
+import ast
+import importlib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from billing.models import CreditGrant, TopUp
+from contracts.api.serializers import ContractAmendSerializer, ContractCreateSerializer
 from contracts.models import AcceptanceRun, Contract
 from contracts.services import contract_activate
+from core.api import serializers as input_serializers
 from core.api.serializers import StrictInputSerializer, read_input
 from core.errors import ValidationFailed
-from leasing.api.serializers.leases import LeaseInputSerializer
+from leasing.api.serializers.catalog import OfferUpdateSerializer
+from leasing.api.serializers.leases import HoldInputSerializer, LeaseInputSerializer
 from leasing.models import Allocation, Hold, Lease
 from tests.contracts.factories import ACCEPTANCE_TOKENS, h200_contract
 from tests.leasing.pool import make_pool, next_hour
@@ -86,10 +93,11 @@ def test_a_contract_with_a_mistyped_term_is_refused_and_not_created(
     assert not Contract.objects.exists()
 
     contract = h200_contract(provider, customer)
-    amend = client.patch(f"/api/v1/contracts/{contract.pk}/", {"base_rate": "1.00"}, format="json")
-    _refused(amend, "base_rate")
-    contract.refresh_from_db()
-    assert contract.base_rate_per_gpu_hour != 1
+    before = Contract.objects.filter(pk=contract.pk).values().get()
+    # A right field beside the wrong one is not applied either: the body is refused whole.
+    amend = {"committed_gpus": 8, "base_rate": "1.00"}
+    _refused(client.patch(f"/api/v1/contracts/{contract.pk}/", amend, format="json"), "base_rate")
+    assert Contract.objects.filter(pk=contract.pk).values().get() == before
 
 
 def test_an_acceptance_run_with_an_unknown_field_records_nothing(client_for, provider, customer):
@@ -164,7 +172,69 @@ def test_read_input_refuses_a_serializer_that_is_not_strict() -> None:
     class Strict(StrictInputSerializer):
         name = serializers.CharField(required=False)
 
-    with pytest.raises(ValidationFailed) as refused:
-        read_input(Strict, {"name": "x", "nmae": "y"}, partial=True)
+    try:
+        with pytest.raises(ValidationFailed) as refused:
+            read_input(Strict, {"name": "x", "nmae": "y"}, partial=True)
+    finally:
+        input_serializers._READERS.pop((Strict, True), None)
     assert refused.value.code == "unknown_field"
     assert refused.value.detail["field"] == "nmae"
+
+
+@pytest.mark.parametrize(
+    ("serializer", "partial", "body"),
+    [
+        (ContractAmendSerializer, True, {"committed_gpus": 8}),
+        (ContractAmendSerializer, True, {"billing_anchor_day": 29, "term_end": "soon"}),
+        (ContractAmendSerializer, True, {}),
+        (ContractCreateSerializer, True, {"lessor": "a"}),
+        (ContractCreateSerializer, False, {"lessor": "a"}),
+        (OfferUpdateSerializer, True, {"price_per_gpu_hour": "2.10"}),
+        (OfferUpdateSerializer, True, {"price_per_gpu_hour": "-"}),
+    ],
+)
+def test_a_partial_read_answers_what_a_fresh_partial_serializer_answers(
+    serializer: Any, partial: bool, body: dict[str, Any]
+) -> None:
+    # Under partial, a field's default is not filled in: only what the body sets is changed.
+    fresh = serializer(data=body, partial=partial)
+    if fresh.is_valid():
+        assert read_input(serializer, body, partial=partial) == dict(fresh.validated_data)
+    else:
+        with pytest.raises(ValidationError) as shared:
+            read_input(serializer, body, partial=partial)
+        assert shared.value.detail == fresh.errors
+
+
+def test_a_form_body_names_nested_values_and_its_csrf_token_the_way_drf_reads_them() -> None:
+    start = "2027-01-01T00:00:00Z"
+    form = QueryDict(
+        f"offer=1&gpu_count=2&start={start}&hours=3&tags.team=ml&csrfmiddlewaretoken=t"
+    )
+    assert read_input(HoldInputSerializer, form)["tags"] == {"team": "ml"}
+    with pytest.raises(ValidationFailed) as refused:
+        read_input(HoldInputSerializer, QueryDict(f"offer=1&start={start}&colour.red=1"))
+    assert refused.value.detail["field"] == "colour"
+
+
+def _read_input_calls() -> list[tuple[str, str]]:
+    """(module, serializer name) of every read_input(...) call in the apps' API views."""
+    root = Path(__file__).resolve().parents[2]
+    calls = []
+    for path in sorted(root.glob("*/api/**/*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+                if name == "read_input" and node.args and isinstance(node.args[0], ast.Name):
+                    calls.append((module, node.args[0].id))
+                assert name != "is_valid", f"{module} reads a body without read_input"
+    return calls
+
+
+def test_every_view_reads_its_body_with_a_strict_serializer() -> None:
+    calls = _read_input_calls()
+    assert len(calls) >= 31
+    for module, name in calls:
+        serializer = getattr(importlib.import_module(module), name)
+        assert issubclass(serializer, StrictInputSerializer), f"{module}: {name}"
