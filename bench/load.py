@@ -966,9 +966,12 @@ def _scenario(
         collectors.update({f"paced_{path}": collector for path, collector in runs.items()})
     scenario["load_average_1m_after"] = _load()
     endpoint, bare_figures = scenario["endpoint"], scenario["bare"]
-    scenario["ratio"] = round(endpoint["throughput_rps"] / bare_figures["throughput_rps"], 2)
-    if "rounds" in scenario:
-        scenario["ratio"] = round(statistics.median(r["ratio"] for r in scenario["rounds"]), 2)
+    scenario["ratio"] = round(
+        statistics.median(r["ratio"] for r in scenario["rounds"])
+        if "rounds" in scenario
+        else endpoint["throughput_rps"] / bare_figures["throughput_rps"],
+        2,
+    )
     scenario["latency_ratio_p50"] = round(endpoint["p50_ms"] / bare_figures["p50_ms"], 2)
     scenario["latency_ratio_p95"] = round(endpoint["p95_ms"] / bare_figures["p95_ms"], 2)
     if "events_per_s" in endpoint and "events_per_s" in bare_figures:
@@ -1014,7 +1017,7 @@ def _saturated_leases(
             )
             runs[path].append(collector)
             round_[f"{path}_seconds"] = seconds
-            round_[f"{path}_rps"] = round(sum(collector.outcomes.values()) / seconds, 1)
+            round_[f"{path}_rps"] = _figures(collector, seconds)["throughput_rps"]
         round_["ratio"] = round(round_["endpoint_rps"] / round_["bare_rps"], 2)
         figures.append(round_)
     return {path: _merged(collectors) for path, collectors in runs.items()}, figures

@@ -12,23 +12,27 @@ from __future__ import annotations
 
 from django.db import connection, transaction
 
+# Rows deleted less rows inserted, counted by the folding statement itself: a count taken in a
+# statement before it would also see rows appended in between, which this fold leaves alone.
 _FOLD_SQL = """
 WITH folded AS (
   DELETE FROM leasing_poolsize
   RETURNING site_id, gpu_model_id, nvlink, infiniband, nodes, gpus
+), summed AS (
+  INSERT INTO leasing_poolsize (site_id, gpu_model_id, nvlink, infiniband, nodes, gpus)
+  SELECT site_id, gpu_model_id, nvlink, infiniband, sum(nodes), sum(gpus)
+  FROM folded
+  GROUP BY site_id, gpu_model_id, nvlink, infiniband
+  HAVING sum(nodes) <> 0 OR sum(gpus) <> 0
+  RETURNING 1
 )
-INSERT INTO leasing_poolsize (site_id, gpu_model_id, nvlink, infiniband, nodes, gpus)
-SELECT site_id, gpu_model_id, nvlink, infiniband, sum(nodes), sum(gpus)
-FROM folded
-GROUP BY site_id, gpu_model_id, nvlink, infiniband
-HAVING sum(nodes) <> 0 OR sum(gpus) <> 0"""
+SELECT (SELECT count(*) FROM folded) - (SELECT count(*) FROM summed)"""
 
 
 @transaction.atomic
 def pool_sizes_compact() -> int:
     """Fold the pool sizes' rows into one per key; returns how many rows there are fewer."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM leasing_poolsize")
-        (before,) = cursor.fetchone()
         cursor.execute(_FOLD_SQL)
-        return before - cursor.rowcount
+        (fewer,) = cursor.fetchone()
+        return int(fewer)
