@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.db.models import QuerySet
 
+from core.advisory import LockNamespace, advisory_xact_lock
 from inventory.models import Gpu
 from leasing.choices import HoldStatus
 from leasing.models import Allocation, Hold, Lease, Offer, ResaleListing, SlaOffering
@@ -135,15 +136,7 @@ def sla_offering_lock(offering: SlaOffering | int) -> SlaOffering:
     return SlaOffering.objects.select_for_update(of=("self",)).select_related("provider").get(pk=pk)
 
 
-# pg_advisory_xact_lock(namespace, organization id): hold creation of one organization at a time
-# (inventory's fixing runs use namespace 7_201).
-HOLD_QUOTA_LOCK_NAMESPACE = 7_202
-
-
 def organization_holds_lock(organization_id: int) -> None:
     """Serialise hold creation per organization until commit, so two requests cannot both pass
     its hold limits; a transaction-level advisory lock, taken before any row lock."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s, %s)", [HOLD_QUOTA_LOCK_NAMESPACE, organization_id]
-        )
+    advisory_xact_lock(LockNamespace.HOLD_QUOTA, organization_id)

@@ -17,9 +17,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from billing.models import UsageRollupRun
+from core.advisory import LockNamespace, advisory_xact_lock
 
-# Arbitrary, but fixed: the advisory lock that serialises rollup refreshes.
-ROLLUP_LOCK_KEY = 0x62696C6C5F726F6C  # "bill_rol"
 # A batch is stamped received_at when its request starts and becomes visible when it commits;
 # the sweep looks back this far past the previous sweep so a slow commit is never missed.
 SWEEP_OVERLAP = timedelta(minutes=15)
@@ -110,10 +109,10 @@ ON CONFLICT (contract_id, hour) DO UPDATE SET
 
 def _refresh(*, touched: str, params: dict[str, Any]) -> int:
     """Take the refresh lock, then recompute the selected cells; returns how many."""
+    # One refresh at a time. The INSERT below takes its snapshot after the lock is granted (READ
+    # COMMITTED), so it sees every event a refresh that went before could see.
+    advisory_xact_lock(LockNamespace.USAGE_ROLLUPS, 0)
     with connection.cursor() as cursor:
-        # The INSERT below takes its snapshot after the lock is granted (READ COMMITTED), so it
-        # sees every event a refresh that went before could see.
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROLLUP_LOCK_KEY])
         cursor.execute(_REFRESH_SQL.format(touched=touched), params)
         return cursor.rowcount
 

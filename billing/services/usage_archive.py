@@ -5,10 +5,12 @@ current one, and its usage is final: every contract with events in it has an iss
 whose period ends after its last event there, and no draft invoice that could still carry a late
 adjustment of it. The file is written and verified (re-read, checksum) while the partition is
 locked against writes; only then, in the same transaction, is the partition detached and dropped
-and a UsageArchive row written. A failure anywhere leaves the partition as it was (a stray file
-from a failed run is overwritten by the next one). The keys of archived events stay in the key
-table, so a replay of an archived event is still a duplicate; new events of an archived month
-are refused at ingestion (`month_archived`).
+and a UsageArchive row written. One archive or restore of a month runs at a time (an advisory
+lock per month). A failure anywhere leaves the partition as it was and removes the files the run
+wrote; a lock waited for past ARCHIVE_LOCK_TIMEOUT (the detach's, behind a long transaction
+reading the events) is refused as `usage_archive_busy`, to be run again later. The keys of
+archived events stay in the key table, so a replay of an archived event is still a duplicate;
+new events of an archived month are refused at ingestion (`month_archived`).
 
 Restore loads the file back into a partition of its month after checking its checksum.
 """
@@ -20,14 +22,16 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
+from psycopg.errors import LockNotAvailable
 
 from billing.locks import usage_archive_lock
 from billing.models import ISSUED_STATUSES, Invoice, InvoiceStatus, UsageArchive
@@ -43,6 +47,7 @@ from billing.services.partitions import (
     usage_partitions,
 )
 from contracts.models import Contract
+from core.advisory import LockNamespace, advisory_xact_lock
 from core.errors import Conflict, NotFound, ValidationFailed
 
 CHUNK = 1 << 20
@@ -211,10 +216,14 @@ def _decompressed_sha256(path: Path) -> str:
 def _write_durably(path: Path, write: Any) -> None:
     """Write through a temporary name, fsync, then rename: a file there is a complete file."""
     partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as handle:
-        write(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with partial.open("wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     partial.replace(path)
 
 
@@ -241,13 +250,57 @@ def _export(cursor: CursorWrapper, name: str, columns: list[str], path: Path) ->
     return copied, csv_digest.hexdigest()
 
 
+def _month_lock(month: date) -> None:
+    """One archive or restore of the month at a time, in this transaction; this wait and every
+    later lock wait of the transaction last at most ARCHIVE_LOCK_TIMEOUT."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = '{ARCHIVE_LOCK_TIMEOUT}'")
+    advisory_xact_lock(LockNamespace.USAGE_ARCHIVE_MONTH, month.toordinal())
+
+
+@contextmanager
+def _busy_refused(month: date) -> Iterator[None]:
+    """A lock waited for past its timeout, refused with a stable code (nothing has changed: the
+    transaction rolled back)."""
+    try:
+        yield
+    except OperationalError as error:
+        if not isinstance(error.__cause__, LockNotAvailable):
+            raise
+        raise UsageArchiveRefused(
+            f"Usage of {month:%Y-%m} is locked by another transaction (an archive or restore of"
+            " it, a write to it, or a long read of the usage events); nothing changed. Run it"
+            " again later.",
+            code="usage_archive_busy",
+            detail={"month": f"{month:%Y-%m}", "lock_timeout": ARCHIVE_LOCK_TIMEOUT},
+        ) from error
+
+
 def usage_month_archive(*, month: date, now: datetime, dry_run: bool = False) -> ArchiveOutcome:
-    """Archive one month of usage events to a file and drop its partition (or, dry, just check)."""
+    """Archive one month of usage events to a file and drop its partition (or, dry, just check).
+
+    A failure removes the files this run wrote, as its transaction leaves the partition.
+    """
+    written: list[Path] = []
+    try:
+        with _busy_refused(month):
+            return _month_archive(month, now, dry_run, written)
+    except BaseException:
+        for file in written:
+            file.unlink(missing_ok=True)
+        raise
+
+
+def _month_archive(
+    month: date, now: datetime, dry_run: bool, written: list[Path]
+) -> ArchiveOutcome:
+    """usage_month_archive's work, each file appended to `written` before it is written."""
     with transaction.atomic():
+        if not dry_run:
+            _month_lock(month)
         name = _check_archivable(month, now)
         with connection.cursor() as cursor:
             if not dry_run:
-                cursor.execute(f"SET LOCAL lock_timeout = '{ARCHIVE_LOCK_TIMEOUT}'")
                 cursor.execute(f"LOCK TABLE {name} IN SHARE MODE")
             usage = _month_usage(cursor, name)
             _refuse_unfinished(month, usage)
@@ -258,6 +311,7 @@ def usage_month_archive(*, month: date, now: datetime, dry_run: bool = False) ->
             columns = _columns(cursor)
             path, manifest_path = archive_paths(month)
             path.parent.mkdir(parents=True, exist_ok=True)
+            written.append(path)
             copied, csv_sha256 = _export(cursor, name, columns, path)
             if copied not in (-1, usage.rows) or _decompressed_sha256(path) != csv_sha256:
                 raise UsageArchiveRefused(
@@ -282,6 +336,7 @@ def usage_month_archive(*, month: date, now: datetime, dry_run: bool = False) ->
                 "csv_sha256": csv_sha256,
                 "archived_at": now.isoformat(),
             }
+            written.append(manifest_path)
             _write_durably(
                 manifest_path,
                 lambda handle: handle.write(json.dumps(manifest, indent=2).encode() + b"\n"),
@@ -309,9 +364,14 @@ def _decompressed_chunks(path: Path) -> Iterator[bytes]:
             yield chunk
 
 
-@transaction.atomic
 def usage_month_restore(*, month: date) -> int:
     """Load an archived month back into a partition of its own; returns the rows restored."""
+    with _busy_refused(month), transaction.atomic():
+        return _month_restore(month)
+
+
+def _month_restore(month: date) -> int:
+    _month_lock(month)
     archive = usage_archive_lock(month)
     if archive is None:
         raise NotFound(f"Usage of {month:%Y-%m} is not archived.", code="usage_month_not_archived")

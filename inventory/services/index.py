@@ -20,11 +20,12 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models.functions import Lower
 from django.utils import timezone
 
 from accounts.models import Organization
+from core.advisory import LockNamespace, advisory_xact_lock
 from core.errors import Conflict, FieldError, NotFound, SemanticError, raise_if_any
 from inventory import indexing
 from inventory.choices import FixingStatus, IndexSourceKind, PriceTerm
@@ -39,8 +40,6 @@ REEVALUATE_TASK = "contracts.reevaluate_price_steps"
 # How far before the lookback window a registered source's last quote is still reported (as
 # stale) in a fixing's drops: enough to see which sources went quiet, not their whole history.
 STALE_REPORT_DAYS = 30
-# pg_advisory_xact_lock(namespace, day): one fixing run per day at a time.
-_FIXING_LOCK_NAMESPACE = 7_201
 
 _Combo = tuple[int, str, str]
 
@@ -225,10 +224,7 @@ def require_day_over(day: date, *, now: datetime) -> None:
 
 def _fixing_day_lock(day: date) -> None:
     """Serialise runs for the same day, so that two never compute the same fixings."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s, %s)", [_FIXING_LOCK_NAMESPACE, day.toordinal()]
-        )
+    advisory_xact_lock(LockNamespace.INDEX_FIXING, day.toordinal())
 
 
 def index_observation(price: MarketPrice) -> indexing.Observation:

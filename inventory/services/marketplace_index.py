@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from core.advisory import LockNamespace, advisory_xact_lock
 from inventory.choices import FixingStatus, MarketplaceMode
 from inventory.indexing import marketplace
 from inventory.models import GpuModel, IndexFixing, MarketplaceFixing
@@ -23,8 +24,6 @@ from inventory.services.index import require_day_over
 
 logger = logging.getLogger(__name__)
 
-# pg_advisory_xact_lock(namespace, day): one marketplace fixing run per day at a time.
-_LOCK_NAMESPACE = 7_202
 # A model, mode and currency fixed in this many days before keeps getting a (possibly empty)
 # fixing, so a series does not silently stop.
 _CONTINUE_DAYS = 30
@@ -41,8 +40,8 @@ class MarketplaceFixingsComputed:
 
 
 def _day_lock(day: date) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, day.toordinal()])
+    """One marketplace fixing run per day at a time."""
+    advisory_xact_lock(LockNamespace.MARKETPLACE_FIXING, day.toordinal())
 
 
 def _external_fixings(day: date) -> dict[MarketplaceCombo, marketplace.ExternalFixing]:

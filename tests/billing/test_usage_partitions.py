@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 import time_machine
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, connections
 
 from billing.models import Invoice, InvoiceStatus, UsageArchive, UsageEvent, UsageEventKey
+from billing.services import usage_archive
 from billing.services.cycle import billing_cycle_run
 from billing.services.partitions import DEFAULT_PARTITION, usage_partitions
 from billing.tasks import ensure_usage_partitions
+from core.advisory import LockNamespace
 from tests.billing.factories import event, events, token_contract
 
 pytestmark = pytest.mark.django_db
@@ -268,3 +270,80 @@ def test_restoring_a_month_that_is_not_archived_or_whose_file_changed_is_refused
     with pytest.raises(CommandError, match=r"^usage_archive_corrupt: "):
         call_command("usage_restore", "2024-01")
     assert date(2024, 1, 1) not in usage_partitions()
+
+
+@pytest.fixture
+def other_session():
+    """A second database session, autocommit, as another process would hold locks (never
+    waiting long itself: the test's own transaction holds its locks until the test ends)."""
+    session = connections.create_connection("default")
+    with session.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '5s'")
+    yield session
+    session.close()
+
+
+def archive_files(archive_dir) -> list[str]:
+    return sorted(path.name for path in archive_dir.iterdir()) if archive_dir.exists() else []
+
+
+def test_an_archive_whose_detach_waits_past_its_lock_timeout_is_refused_and_leaves_no_file(
+    client_for, provider, contract, archive_dir, other_session, monkeypatch
+):
+    # A long transaction reading the events holds the table the detach must take alone.
+    january_2024_invoiced(client_for, provider, contract)
+    ensure(NOW)
+    before = stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
+    monkeypatch.setattr(usage_archive, "ARCHIVE_LOCK_TIMEOUT", "200ms")
+    other_session.set_autocommit(False)
+    with other_session.cursor() as cursor:  # what a SELECT of the events takes on the table
+        cursor.execute("LOCK TABLE ONLY billing_usageevent IN ACCESS SHARE MODE")
+
+    with pytest.raises(CommandError, match=r"^usage_archive_busy: Usage of 2024-01 is locked"):
+        archive("--before", "2024-02")
+    # Both files had been written when the detach gave up: neither is left.
+    assert archive_files(archive_dir) == []
+    assert date(2024, 1, 1) in usage_partitions()
+    assert not UsageArchive.objects.exists()
+    assert stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)) == before
+
+    other_session.rollback()
+    assert "2024-01: 10 events" in archive("--before", "2024-02")
+    assert archive_files(archive_dir) == [
+        "usage-events-2024-01.csv.gz",
+        "usage-events-2024-01.manifest.json",
+    ]
+
+
+def test_a_month_being_archived_or_restored_elsewhere_is_refused_busy(
+    client_for, provider, contract, archive_dir, other_session, monkeypatch
+):
+    january_2024_invoiced(client_for, provider, contract)
+    ensure(NOW)
+    monkeypatch.setattr(usage_archive, "ARCHIVE_LOCK_TIMEOUT", "200ms")
+    month_lock = [int(LockNamespace.USAGE_ARCHIVE_MONTH), date(2024, 1, 1).toordinal()]
+    with other_session.cursor() as cursor:  # another run's lock on the month
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)", month_lock)
+    with pytest.raises(CommandError, match=r"^usage_archive_busy: "):
+        archive("--before", "2024-02")
+    assert archive_files(archive_dir) == [] and date(2024, 1, 1) in usage_partitions()
+
+    with pytest.raises(CommandError, match=r"^usage_archive_busy: "):
+        call_command("usage_restore", "2024-01")  # (it would be refused anyway: not archived)
+
+    with other_session.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", month_lock)
+    archive("--before", "2024-02")
+    assert UsageArchive.objects.filter(month=date(2024, 1, 1)).exists()
+
+
+def test_a_file_whose_writing_fails_leaves_no_partial_file(tmp_path):
+    target = tmp_path / "usage-events-2024-01.csv.gz"
+
+    def write(handle: Any) -> None:
+        handle.write(b"half a month")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        usage_archive._write_durably(target, write)
+    assert list(tmp_path.iterdir()) == []
