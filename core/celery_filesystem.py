@@ -11,6 +11,7 @@ Redis or RabbitMQ broker is untouched.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from time import monotonic
@@ -42,6 +43,9 @@ class Channel(filesystem.Channel):
                 aside.write(str_to_bytes(dumps(payload)))
             os.replace(partial, final)
         except OSError as exc:
+            # No half-written message stays behind (a full disk, a rename refused).
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
 

@@ -8,8 +8,10 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 from kombu import Connection
+from kombu.exceptions import ChannelError
 
 from config.celery import app
 from core import celery_filesystem
@@ -31,6 +33,19 @@ def _connection(folder: Path) -> Connection:
             "store_processed": False,
         },
     )
+
+
+def test_a_message_that_cannot_enter_its_queue_leaves_nothing_behind(tmp_path, monkeypatch):
+    # The rename is refused (here: a folder holds the message's name); the sender gets the
+    # error and no half-written file stays in the queue folder.
+    monkeypatch.setattr(celery_filesystem, "message_name", lambda queue: f"1_fixed.{queue}.msg")
+    with _connection(tmp_path) as connection:
+        (tmp_path / "queue" / "1_fixed.refused.msg").mkdir()
+        queue = connection.SimpleQueue("refused")
+        with pytest.raises(ChannelError, match="Cannot add file"):
+            queue.put({"rows": ["x"] * 10})
+        queue.close()
+    assert os.listdir(tmp_path / "queue") == ["1_fixed.refused.msg"]
 
 
 def test_a_message_enters_its_queue_only_whole(tmp_path, monkeypatch):
