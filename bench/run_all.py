@@ -136,6 +136,22 @@ def machine() -> dict[str, Any]:
     }
 
 
+# The machine's speed varies from session to session and within one (a shared VM): the same
+# unchanged statement ran 1.7x slower an hour after a run on the same machine. A fixed Python
+# workload timed just before each benchmark says how fast the machine was then: 0.75 s on the
+# faster machines so far, 1.0 s on the slower; compare figures taken at similar speeds.
+SPEED_PROBE_ADDITIONS = 10_000_000
+
+
+def speed_probe() -> float:
+    """Seconds this machine takes now for SPEED_PROBE_ADDITIONS additions in a Python loop."""
+    began = time.perf_counter()
+    total = 0
+    for number in range(SPEED_PROBE_ADDITIONS):
+        total += number
+    return round(time.perf_counter() - began, 2)
+
+
 def _git(*args: str) -> str:
     """A read-only git command (no optional index refresh)."""
     try:
@@ -172,6 +188,7 @@ def run_one(name: str, *, quick: bool) -> dict[str, Any]:
         "quick": quick,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "load_average_before": round(os.getloadavg()[0], 2),
+        "speed_probe_s": speed_probe(),
     }
     module = _module(name)
     if not (REPO / "bench" / f"{module}.py").exists():
@@ -495,6 +512,12 @@ def _section(name: str, record: dict[str, Any]) -> tuple[list[str], str]:
             f", {record['seconds']} s, started {record['started']}; load average (1 min) "
             f"{record['load_average_before']} before, {record.get('load_average_after')} after"
         )
+        if record.get("speed_probe_s") is not None:
+            ran += (
+                f"; the machine's speed before it: {record['speed_probe_s']} s for"
+                f" {SPEED_PROBE_ADDITIONS:,} additions in a Python loop (0.75 s: the faster"
+                " machines so far, 1.0 s: the slower)"
+            )
     lines += [f"Ran: {ran}.", ""]
     if record["status"] != "ok":
         lines += [f"**Not measured: {record['status']}.**", ""]
@@ -554,7 +577,9 @@ def render(document: dict[str, Any]) -> str:
         ),
         "",
         "The machine is shared: the load average before and after each benchmark is recorded "
-        "with it; figures taken under a high load average are pessimistic.",
+        "with it; figures taken under a high load average are pessimistic. Its speed varies "
+        "from run to run too: each benchmark records how long a fixed Python loop took just "
+        "before it, so that figures are compared at similar speeds.",
         "",
     ]
     sections: list[str] = []
