@@ -138,17 +138,17 @@ def machine() -> dict[str, Any]:
 
 # The machine's speed varies from session to session and within one (a shared VM): the same
 # unchanged statement ran 1.7x slower an hour after a run on the same machine. A fixed Python
-# workload timed just before each benchmark says how fast the machine was then: 0.75 s on the
-# faster machines so far, 1.0 s on the slower; compare figures taken at similar speeds.
-SPEED_PROBE_ADDITIONS = 10_000_000
+# workload timed just before each benchmark says how fast the machine was then: the loop that
+# docs/scaling.md quotes (`python3 -c` of SPEED_PROBE_SOURCE, its names module globals), 0.75 s
+# on the faster machines so far and 1.0 s on the slower; compare figures taken at similar speeds.
+SPEED_PROBE_SOURCE = "s = 0\nfor i in range(10_000_000):\n    s += i\n"
 
 
 def speed_probe() -> float:
-    """Seconds this machine takes now for SPEED_PROBE_ADDITIONS additions in a Python loop."""
+    """Seconds this machine takes now for SPEED_PROBE_SOURCE, run as a module (`python -c`)."""
+    code = compile(SPEED_PROBE_SOURCE, "<speed probe>", "exec")
     began = time.perf_counter()
-    total = 0
-    for number in range(SPEED_PROBE_ADDITIONS):
-        total += number
+    exec(code, {})  # a constant loop, its names module globals as `python3 -c` runs it
     return round(time.perf_counter() - began, 2)
 
 
@@ -514,9 +514,9 @@ def _section(name: str, record: dict[str, Any]) -> tuple[list[str], str]:
         )
         if record.get("speed_probe_s") is not None:
             ran += (
-                f"; the machine's speed before it: {record['speed_probe_s']} s for"
-                f" {SPEED_PROBE_ADDITIONS:,} additions in a Python loop (0.75 s: the faster"
-                " machines so far, 1.0 s: the slower)"
+                f"; the machine's speed before it: {record['speed_probe_s']} s for 10 million"
+                " additions in a Python loop (0.75 s: the faster machines so far, 1.0 s: the"
+                " slower)"
             )
     lines += [f"Ran: {ran}.", ""]
     if record["status"] != "ok":
