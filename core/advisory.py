@@ -4,8 +4,8 @@
 transaction ends. Two purposes that shared a namespace would wait on each other whenever their
 keys met (an organization id and a day number are both plain integers): the marketplace fixing
 run and hold creation did, both on 7_202, until this list. `@unique` refuses a repeated number
-when the module is imported; tests/core/test_advisory.py checks that no code takes an advisory
-lock any other way.
+when the module is imported; tests/test_locks.py checks that no app code (migrations aside)
+takes an advisory lock any other way.
 """
 
 from __future__ import annotations

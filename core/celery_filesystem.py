@@ -38,9 +38,10 @@ class Channel(filesystem.Channel):
         name = message_name(queue)
         final = os.path.join(self.data_folder_out, name)
         partial = os.path.join(self.data_folder_out, f"{PARTIAL_PREFIX}{name}.part")
+        data = str_to_bytes(dumps(payload))  # a payload that cannot be sent leaves no file
         try:
             with open(partial, "wb") as aside:
-                aside.write(str_to_bytes(dumps(payload)))
+                aside.write(data)
             os.replace(partial, final)
         except OSError as exc:
             # No half-written message stays behind (a full disk, a rename refused).

@@ -6,11 +6,12 @@ whose period ends after its last event there, and no draft invoice that could st
 adjustment of it. The file is written and verified (re-read, checksum) while the partition is
 locked against writes; only then, in the same transaction, is the partition detached and dropped
 and a UsageArchive row written. One archive or restore of a month runs at a time (an advisory
-lock per month). A failure anywhere leaves the partition as it was and removes the files the run
-wrote; a lock waited for past ARCHIVE_LOCK_TIMEOUT (the detach's, behind a long transaction
-reading the events) is refused as `usage_archive_busy`, to be run again later. The keys of
-archived events stay in the key table, so a replay of an archived event is still a duplicate;
-new events of an archived month are refused at ingestion (`month_archived`).
+lock per month). A failure before the commit leaves the partition as it was and removes the
+files the run wrote; a lock waited for past its timeout (the detach's, behind a long
+transaction reading the events) or a deadlock is refused as `usage_archive_busy`, to be run
+again later. The keys of archived events stay in the key table, so a replay of an archived
+event is still a duplicate; new events of an archived month are refused at ingestion
+(`month_archived`).
 
 Restore loads the file back into a partition of its month after checking its checksum.
 """
@@ -31,7 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
-from psycopg.errors import LockNotAvailable
+from psycopg.errors import DeadlockDetected, LockNotAvailable
 
 from billing.locks import usage_archive_lock
 from billing.models import ISSUED_STATUSES, Invoice, InvoiceStatus, UsageArchive
@@ -260,99 +261,102 @@ def _month_lock(month: date) -> None:
 
 @contextmanager
 def _busy_refused(month: date) -> Iterator[None]:
-    """A lock waited for past its timeout, refused with a stable code (nothing has changed: the
-    transaction rolled back)."""
+    """A lock waited for past its timeout, or a deadlock PostgreSQL broke (the detach against a
+    late event's insert: they lock the table and the partition in opposite orders), refused
+    with a stable code; nothing has changed: the transaction rolled back."""
     try:
         yield
     except OperationalError as error:
-        if not isinstance(error.__cause__, LockNotAvailable):
+        if not isinstance(error.__cause__, LockNotAvailable | DeadlockDetected):
             raise
         raise UsageArchiveRefused(
             f"Usage of {month:%Y-%m} is locked by another transaction (an archive or restore of"
             " it, a write to it, or a long read of the usage events); nothing changed. Run it"
             " again later.",
             code="usage_archive_busy",
-            detail={"month": f"{month:%Y-%m}", "lock_timeout": ARCHIVE_LOCK_TIMEOUT},
+            detail={"month": f"{month:%Y-%m}"},
         ) from error
 
 
 def usage_month_archive(*, month: date, now: datetime, dry_run: bool = False) -> ArchiveOutcome:
     """Archive one month of usage events to a file and drop its partition (or, dry, just check).
 
-    A failure removes the files this run wrote, as its transaction leaves the partition.
+    A failure before the commit removes the files this run wrote, as its transaction leaves the
+    partition; a failed commit leaves them (the month may be archived all the same, and its
+    files are then its only copy).
     """
-    written: list[Path] = []
-    try:
-        with _busy_refused(month):
+    with _busy_refused(month), transaction.atomic():
+        written: list[Path] = []
+        try:
             return _month_archive(month, now, dry_run, written)
-    except BaseException:
-        for file in written:
-            file.unlink(missing_ok=True)
-        raise
+        except BaseException:
+            for file in written:
+                file.unlink(missing_ok=True)
+            raise
 
 
 def _month_archive(
     month: date, now: datetime, dry_run: bool, written: list[Path]
 ) -> ArchiveOutcome:
-    """usage_month_archive's work, each file appended to `written` before it is written."""
-    with transaction.atomic():
+    """usage_month_archive's work in its transaction, each file appended to `written` before
+    it is written."""
+    if not dry_run:
+        _month_lock(month)
+    name = _check_archivable(month, now)
+    with connection.cursor() as cursor:
         if not dry_run:
-            _month_lock(month)
-        name = _check_archivable(month, now)
-        with connection.cursor() as cursor:
-            if not dry_run:
-                cursor.execute(f"LOCK TABLE {name} IN SHARE MODE")
-            usage = _month_usage(cursor, name)
-            _refuse_unfinished(month, usage)
-            if dry_run:
-                return ArchiveOutcome(
-                    month, usage.rows, usage.input_tokens, usage.output_tokens, None, None, True
-                )
-            columns = _columns(cursor)
-            path, manifest_path = archive_paths(month)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            written.append(path)
-            copied, csv_sha256 = _export(cursor, name, columns, path)
-            if copied not in (-1, usage.rows) or _decompressed_sha256(path) != csv_sha256:
-                raise UsageArchiveRefused(
-                    f"The archive of {month:%Y-%m} did not read back as written; nothing dropped.",
-                    code="usage_archive_unverified",
-                    detail={"month": f"{month:%Y-%m}", "rows": usage.rows, "copied": copied},
-                )
-            sha256 = _sha256_of(path)
-            start, end = month_bounds(month)
-            manifest = {
-                "table": PARENT,
-                "month": f"{month:%Y-%m}",
-                "from": start.isoformat(),
-                "to": end.isoformat(),
-                "format": "csv+gzip, header row, ordered by id",
-                "file": path.name,
-                "columns": columns,
-                "rows": usage.rows,
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "sha256": sha256,
-                "csv_sha256": csv_sha256,
-                "archived_at": now.isoformat(),
-            }
-            written.append(manifest_path)
-            _write_durably(
-                manifest_path,
-                lambda handle: handle.write(json.dumps(manifest, indent=2).encode() + b"\n"),
+            cursor.execute(f"LOCK TABLE {name} IN SHARE MODE")
+        usage = _month_usage(cursor, name)
+        _refuse_unfinished(month, usage)
+        if dry_run:
+            return ArchiveOutcome(
+                month, usage.rows, usage.input_tokens, usage.output_tokens, None, None, True
             )
-            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
-            cursor.execute(f"DROP TABLE {name}")
-        UsageArchive.objects.create(
-            month=month,
-            path=str(path),
-            manifest_path=str(manifest_path),
-            rows=usage.rows,
-            sha256=sha256,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            archived_at=now,
+        columns = _columns(cursor)
+        path, manifest_path = archive_paths(month)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written.append(path)
+        copied, csv_sha256 = _export(cursor, name, columns, path)
+        if copied not in (-1, usage.rows) or _decompressed_sha256(path) != csv_sha256:
+            raise UsageArchiveRefused(
+                f"The archive of {month:%Y-%m} did not read back as written; nothing dropped.",
+                code="usage_archive_unverified",
+                detail={"month": f"{month:%Y-%m}", "rows": usage.rows, "copied": copied},
+            )
+        sha256 = _sha256_of(path)
+        start, end = month_bounds(month)
+        manifest = {
+            "table": PARENT,
+            "month": f"{month:%Y-%m}",
+            "from": start.isoformat(),
+            "to": end.isoformat(),
+            "format": "csv+gzip, header row, ordered by id",
+            "file": path.name,
+            "columns": columns,
+            "rows": usage.rows,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "sha256": sha256,
+            "csv_sha256": csv_sha256,
+            "archived_at": now.isoformat(),
+        }
+        written.append(manifest_path)
+        _write_durably(
+            manifest_path,
+            lambda handle: handle.write(json.dumps(manifest, indent=2).encode() + b"\n"),
         )
+        cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
+        cursor.execute(f"DROP TABLE {name}")
+    UsageArchive.objects.create(
+        month=month,
+        path=str(path),
+        manifest_path=str(manifest_path),
+        rows=usage.rows,
+        sha256=sha256,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        archived_at=now,
+    )
     return ArchiveOutcome(
         month, usage.rows, usage.input_tokens, usage.output_tokens, path, sha256, False
     )

@@ -295,6 +295,14 @@ def test_an_archive_whose_detach_waits_past_its_lock_timeout_is_refused_and_leav
     ensure(NOW)
     before = stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
     monkeypatch.setattr(usage_archive, "ARCHIVE_LOCK_TIMEOUT", "200ms")
+    written = []
+    write_durably = usage_archive._write_durably
+
+    def recorded(path, write):  # the real writer; it notes what was on disk after it
+        write_durably(path, write)
+        written.append((path.name, path.is_file()))
+
+    monkeypatch.setattr(usage_archive, "_write_durably", recorded)
     other_session.set_autocommit(False)
     with other_session.cursor() as cursor:  # what a SELECT of the events takes on the table
         cursor.execute("LOCK TABLE ONLY billing_usageevent IN ACCESS SHARE MODE")
@@ -302,6 +310,10 @@ def test_an_archive_whose_detach_waits_past_its_lock_timeout_is_refused_and_leav
     with pytest.raises(CommandError, match=r"^usage_archive_busy: Usage of 2024-01 is locked"):
         archive("--before", "2024-02")
     # Both files had been written when the detach gave up: neither is left.
+    assert written == [
+        ("usage-events-2024-01.csv.gz", True),
+        ("usage-events-2024-01.manifest.json", True),
+    ]
     assert archive_files(archive_dir) == []
     assert date(2024, 1, 1) in usage_partitions()
     assert not UsageArchive.objects.exists()
