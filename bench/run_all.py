@@ -139,9 +139,10 @@ def machine() -> dict[str, Any]:
 # The machine's speed varies from session to session and within one (a shared VM): the same
 # unchanged statement ran 1.7x slower an hour after a run on the same machine. A fixed Python
 # workload timed just before each benchmark says how fast the machine was then: the loop that
-# docs/scaling.md quotes (`python3 -c` of SPEED_PROBE_SOURCE, its names module globals), 0.75 s
-# on the faster machines so far and 1.0 s on the slower; compare figures taken at similar speeds.
+# docs/scaling.md quotes (`python3 -c` of SPEED_PROBE_SOURCE, its names module globals; what it
+# took on the machines so far: SPEED_PROBE_REFERENCE); compare figures taken at similar speeds.
 SPEED_PROBE_SOURCE = "s = 0\nfor i in range(10_000_000):\n    s += i\n"
+SPEED_PROBE_REFERENCE = "0.75 s: the faster machines so far, 1.0 s: the slower"
 
 
 def speed_probe() -> float:
@@ -515,8 +516,7 @@ def _section(name: str, record: dict[str, Any]) -> tuple[list[str], str]:
         if record.get("speed_probe_s") is not None:
             ran += (
                 f"; the machine's speed before it: {record['speed_probe_s']} s for 10 million"
-                " additions in a Python loop (0.75 s: the faster machines so far, 1.0 s: the"
-                " slower)"
+                f" additions in a Python loop ({SPEED_PROBE_REFERENCE})"
             )
     lines += [f"Ran: {ran}.", ""]
     if record["status"] != "ok":

@@ -42,6 +42,7 @@ from contracts.choices import LIVE_STATUSES, PricingBasis
 from contracts.models import Contract
 from contracts.schemas import GenerationalPriceStep, IndexLinked
 from contracts.services import contract_index_resets_apply, contract_price_steps_apply
+from core.dberrors import DEADLOCK_DETECTED, sqlstate
 from core.deferred import batch_writes, insert, reserve_pk, writes_flush
 from core.errors import ApplicationError, Conflict
 from core.memo import batch_memo, memoized
@@ -264,15 +265,15 @@ def _identity(work: _Work) -> tuple[int, datetime, int | None]:
     return (work.contract.pk, work.period.start, work.invoice.pk if work.invoice else None)
 
 
-# PostgreSQL's deadlock_detected: two batches running at once met on the balance rows of
-# ledger accounts they share (a customer billed by two issuers' batches, the marketplace's
-# commission account), each holding one the other wants until its commit.
-DEADLOCK = "40P01"
+# A batch deadlocked (PostgreSQL's deadlock_detected) when two running at once met on the
+# balance rows of ledger accounts they share (a customer billed by two issuers' batches, the
+# marketplace's commission account), each holding one the other wants until its commit: it is
+# billed again, at most this many times.
 DEADLOCK_RETRIES = 5
 
 
 def _deadlocked(exc: OperationalError) -> bool:
-    return getattr(exc.__cause__, "sqlstate", None) == DEADLOCK
+    return sqlstate(exc) == DEADLOCK_DETECTED
 
 
 def billing_batch_run(

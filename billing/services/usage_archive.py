@@ -32,7 +32,6 @@ from typing import Any
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.backends.utils import CursorWrapper
-from psycopg.errors import DeadlockDetected, LockNotAvailable
 
 from billing.locks import usage_archive_lock
 from billing.models import ISSUED_STATUSES, Invoice, InvoiceStatus, UsageArchive
@@ -49,6 +48,7 @@ from billing.services.partitions import (
 )
 from contracts.models import Contract
 from core.advisory import LockNamespace, advisory_xact_lock
+from core.dberrors import DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, sqlstate
 from core.errors import Conflict, NotFound, ValidationFailed
 
 CHUNK = 1 << 20
@@ -267,7 +267,7 @@ def _busy_refused(month: date) -> Iterator[None]:
     try:
         yield
     except OperationalError as error:
-        if not isinstance(error.__cause__, LockNotAvailable | DeadlockDetected):
+        if sqlstate(error) not in (LOCK_NOT_AVAILABLE, DEADLOCK_DETECTED):
             raise
         raise UsageArchiveRefused(
             f"Usage of {month:%Y-%m} is locked by another transaction (an archive or restore of"

@@ -15,6 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core.dberrors import UNTRANSLATABLE_CHARACTER, sqlstate
 from core.errors import ApplicationError, TooManyRequests
 
 # Stable codes for DRF's own exceptions, by class.
@@ -55,7 +56,7 @@ def _is_nul_character_error(exc: DataError) -> bool:
     input, whichever column it reaches: psycopg refuses it for text ("cannot contain NUL"), and
     PostgreSQL for jsonb (SQLSTATE 22P05). The use case's transaction has rolled back by then.
     """
-    return "cannot contain NUL" in str(exc) or getattr(exc.__cause__, "sqlstate", None) == "22P05"
+    return "cannot contain NUL" in str(exc) or sqlstate(exc) == UNTRANSLATABLE_CHARACTER
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
