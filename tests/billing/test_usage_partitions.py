@@ -8,6 +8,8 @@ import gzip
 import hashlib
 import io
 import json
+import threading
+import time
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -325,6 +327,56 @@ def test_an_archive_whose_detach_waits_past_its_lock_timeout_is_refused_and_leav
         "usage-events-2024-01.csv.gz",
         "usage-events-2024-01.manifest.json",
     ]
+
+
+def test_an_archive_that_postgresql_breaks_out_of_a_deadlock_is_refused_busy_and_leaves_no_file(
+    client_for, provider, contract, archive_dir, other_session
+):
+    # Another session holds the events table (a long read) and then asks for the month's lock,
+    # which the archive, waiting for that table at its detach, holds: a cycle. The archive
+    # waited first, so its own deadlock check (deadlock_timeout after its wait began) finds the
+    # cycle and PostgreSQL aborts it; the other session then gets the month's lock.
+    january_2024_invoiced(client_for, provider, contract)
+    ensure(NOW)
+    before = stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        archive_pid = cursor.fetchone()[0]
+    other_session.set_autocommit(False)
+    with other_session.cursor() as cursor:
+        cursor.execute("LOCK TABLE ONLY billing_usageevent IN ACCESS SHARE MODE")
+    month_lock = [int(LockNamespace.USAGE_ARCHIVE_MONTH), date(2024, 1, 1).toordinal()]
+    other_session.inc_thread_sharing()
+    closed_cycle: list[bool] = []
+
+    def close_the_cycle() -> None:
+        with other_session.cursor() as cursor:
+            for _ in range(500):  # until the archive waits for a lock (10 s at most)
+                cursor.execute(
+                    "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [archive_pid]
+                )
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.02)
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", month_lock)
+            closed_cycle.append(True)
+
+    other = threading.Thread(target=close_the_cycle)
+    other.start()
+    try:
+        with pytest.raises(CommandError, match=r"^usage_archive_busy: Usage of 2024-01 is locked"):
+            archive("--before", "2024-02")
+    finally:
+        other.join(timeout=30)
+    assert closed_cycle == [True]  # the other session got the month's lock: it was not aborted
+    assert archive_files(archive_dir) == []
+    assert date(2024, 1, 1) in usage_partitions()
+    assert not UsageArchive.objects.exists()
+    assert stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)) == before
+
+    other_session.rollback()
+    other_session.dec_thread_sharing()
+    assert "2024-01: 10 events" in archive("--before", "2024-02")
 
 
 def test_a_month_being_archived_or_restored_elsewhere_is_refused_busy(
