@@ -183,17 +183,21 @@ lost_by_key AS (
   WHERE {_IN_PERIOD_SQL.format(o="f")} AND NOT f.retired{{span_filters}}
   GROUP BY f.site_id, f.gpu_model_id
 ),
-named_lost AS (
-  SELECT f.node_id, sum(f.gpus * {_OUTAGE_SECONDS_SQL.format(o="f")}) AS lost
-  FROM leasing_pooloutage f
-  WHERE {_IN_PERIOD_SQL.format(o="f")} AND f.node_id IN (SELECT named_pool.node_id FROM named_pool)
-  GROUP BY f.node_id
+named_lost AS MATERIALIZED (
+  SELECT p.offer_id, sum(f.gpus * {_OUTAGE_SECONDS_SQL.format(o="f")}) AS lost
+  FROM named_pool p
+  JOIN leasing_pooloutage f ON f.node_id = p.node_id
+  WHERE {_IN_PERIOD_SQL.format(o="f")}
+  GROUP BY p.offer_id
 ),
 size_named AS (
-  SELECT p.offer_id, count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus, sum(d.lost) AS lost
-  FROM named_pool p
-  LEFT JOIN named_lost d ON d.node_id = p.node_id
-  GROUP BY p.offer_id
+  SELECT s.offer_id, s.pool_nodes, s.pool_gpus, d.lost
+  FROM (
+    SELECT p.offer_id, count(*) AS pool_nodes, sum(p.gpu_count) AS pool_gpus
+    FROM named_pool p
+    GROUP BY p.offer_id
+  ) s
+  LEFT JOIN named_lost d ON d.offer_id = s.offer_id
 )"""
 _SIZE_BY_POOL_KEY_JOINS = """
 LEFT JOIN size_by_key sk
