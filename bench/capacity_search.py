@@ -44,6 +44,8 @@ NODE_OUTAGES = 1_000
 GPU_OUTAGES = 2_000
 TARGET_P95_MS = 30.0
 SEED = 20260301
+# The two partial indexes a broad search reads its spans from (leasing 0026), one per mode.
+SEARCH_INDEXES = ("node_free_span_class_key", "node_free_span_class_key_strict")
 # p95 goals by fleet size (issue 22): the largest size not above the benched one applies.
 GOALS_P95_MS = {10_000: 30.0, 100_000: 100.0}
 
@@ -668,6 +670,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             " (SELECT count(*) FROM inventory_outage), (SELECT count(*) FROM leasing_nodefreespan)"
         )
         nodes, gpus, allocations, offers, outages, spans = cursor.fetchone()
+        # What a broad search reads (one entry per node in service from one of these) against
+        # the server's buffer cache: when they do not fit, searches re-read index pages from the
+        # OS cache and their p95s swing with what else ran (docs/scaling.md, shared_buffers).
+        cursor.execute(
+            "SELECT sum(pg_relation_size(c.oid)) / 1048576,"
+            " (SELECT setting::bigint * current_setting('block_size')::bigint / 1048576"
+            "  FROM pg_settings WHERE name = 'shared_buffers')"
+            " FROM pg_class c WHERE c.relname = ANY(%s)",
+            [list(SEARCH_INDEXES)],
+        )
+        indexes_mb, shared_buffers_mb = cursor.fetchone()
     figures["data"] = {
         "nodes": nodes,
         "gpus": gpus,
@@ -675,6 +688,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "offers": offers,
         "outages": outages,
         "free_spans": spans,
+        "search_indexes_mb": int(indexes_mb),
+        "shared_buffers_mb": int(shared_buffers_mb),
     }
     figures["mixes"] = {
         name: _time_mix(build, runs=options.runs, now=now) for name, build in _mixes(now).items()
@@ -684,6 +699,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figures["all_meet_target"] = all(mix["meets_target"] for mix in figures["mixes"].values())
     _print(figures)
     return figures
+
+
+def cache_fit(data: dict[str, Any]) -> str:
+    """Whether the search's indexes fit in the server's shared buffers, in words."""
+    indexes, buffers = data["search_indexes_mb"], data["shared_buffers_mb"]
+    verdict = (
+        "they fit"
+        if indexes <= buffers
+        else "they do not fit: searches re-read index pages from the OS cache, and their p95s"
+        " swing with whatever else ran"
+    )
+    return f"search indexes {indexes:,} MB (both modes), shared_buffers {buffers:,} MB: {verdict}"
 
 
 def _print(figures: dict[str, Any]) -> None:
@@ -700,6 +727,7 @@ def _print(figures: dict[str, Any]) -> None:
         f"{data['outages']:,} outages, {data.get('free_spans', 0):,} free spans"
         + (f"; loaded in {figures['load_seconds']} s" if "load_seconds" in figures else "")
     )
+    print(cache_fit(data))
     header = (
         f"{'mix':36} {'p50 ms':>8} {'p95 ms':>8} {'goal':>6} {'SQL p50':>8} {'SQL p95':>8}"
         f" {'ratio':>6} {'old SQL p95':>11} {'speedup':>7}"

@@ -263,6 +263,12 @@ def _capacity_search(figures: dict[str, Any]) -> tuple[list[str], str]:
         f"{_cell(data.get('outages'))} outages; target p95 ≤ {figures.get('target_p95_ms')} ms.",
         "",
     ]
+    if "search_indexes_mb" in data:
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))
+        from bench.capacity_search import cache_fit
+
+        lines[-1:-1] = [f"Cache: {cache_fit(data)}.", ""]
     rows = [
         [
             name,

@@ -39,3 +39,43 @@ def test_each_benchmark_records_the_machines_speed_before_it_and_the_document_sh
     # A record from before the probe existed renders without it.
     del record["speed_probe_s"]
     assert "the machine's speed before it" not in run_all.render(document)
+
+
+def _capacity_figures(indexes_mb: int, shared_buffers_mb: int) -> dict:
+    mix = {
+        "p50_ms": 19.6,
+        "p95_ms": 21.6,
+        "bare_sql_p50_ms": 17.1,
+        "bare_sql_p95_ms": 18.4,
+        "ratio_p50": 1.15,
+        "from_allocations_sql_p95_ms": 64.1,
+        "speedup_p95": 3.49,
+        "meets_target": True,
+    }
+    return {
+        "data": {
+            "nodes": 10_000,
+            "gpus": 80_000,
+            "allocations": 300_000,
+            "offers": 300,
+            "outages": 3_000,
+            "search_indexes_mb": indexes_mb,
+            "shared_buffers_mb": shared_buffers_mb,
+        },
+        "mixes": {"broad_24h_by_price": mix},
+        "target_p95_ms": 30.0,
+    }
+
+
+def test_the_capacity_section_says_whether_the_search_indexes_fit_in_shared_buffers():
+    lines, _ = run_all._capacity_search(_capacity_figures(2_034, 128))
+    assert (
+        "Cache: search indexes 2,034 MB (both modes), shared_buffers 128 MB: they do not fit:"
+        " searches re-read index pages from the OS cache" in "\n".join(lines)
+    )
+    lines, _ = run_all._capacity_search(_capacity_figures(203, 4_096))
+    assert "Cache: search indexes 203 MB (both modes), shared_buffers 4,096 MB: they fit." in lines
+    # Figures recorded before the bench measured it render without the line.
+    figures = _capacity_figures(203, 4_096)
+    del figures["data"]["search_indexes_mb"]
+    assert not any(line.startswith("Cache:") for line in run_all._capacity_search(figures)[0])

@@ -15,4 +15,6 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   chmod 0700 "$PGDATA"
   unset PGPASSWORD
 fi
-exec docker-entrypoint.sh postgres -c hot_standby=on -c hot_standby_feedback=on
+exec docker-entrypoint.sh postgres -c hot_standby=on -c hot_standby_feedback=on \
+  -c shared_buffers="${POSTGRES_SHARED_BUFFERS:-4GB}" \
+  -c effective_cache_size="${POSTGRES_EFFECTIVE_CACHE_SIZE:-12GB}"

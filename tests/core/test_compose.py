@@ -153,6 +153,27 @@ def test_the_primary_streams_to_a_hot_standby_through_a_slot(services: dict[str,
         assert os.access(REPO / path, os.X_OK), path
 
 
+def test_both_servers_cache_the_capacity_search_indexes_and_the_operator_can_size_them(
+    services: dict[str, Any],
+) -> None:
+    # At 100,000 nodes the search's two indexes are 2 GB: the default 128 MB would not hold them.
+    primary, replica = services["postgres"], services["postgres-replica"]
+    assert "shared_buffers=4GB" in primary["command"]
+    assert "effective_cache_size=12GB" in primary["command"]
+    assert primary["shm_size"] == replica["shm_size"] == "1g"
+    assert replica["environment"]["POSTGRES_SHARED_BUFFERS"] == "4GB"
+    assert replica["environment"]["POSTGRES_EFFECTIVE_CACHE_SIZE"] == "12GB"
+    mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in replica["volumes"]}
+    standby = (REPO / mounts[replica["entrypoint"][0]]).read_text()
+    assert '-c shared_buffers="${POSTGRES_SHARED_BUFFERS:-4GB}"' in standby
+    assert '-c effective_cache_size="${POSTGRES_EFFECTIVE_CACHE_SIZE:-12GB}"' in standby
+
+    sized = stack({**DOTENV, "POSTGRES_SHARED_BUFFERS": "8GB", "POSTGRES_SHM_SIZE": "2g"})
+    assert "shared_buffers=8GB" in sized["services"]["postgres"]["command"]
+    assert sized["services"]["postgres-replica"]["environment"]["POSTGRES_SHARED_BUFFERS"] == "8GB"
+    assert sized["services"]["postgres-replica"]["shm_size"] == "2g"
+
+
 def app_environment(service: dict[str, Any]) -> dict[str, str]:
     """A service's environment as the container sees it (an empty YAML value is "")."""
     return {
