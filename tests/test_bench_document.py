@@ -75,6 +75,16 @@ def test_the_capacity_section_says_whether_the_search_indexes_fit_in_shared_buff
     )
     lines, _ = run_all._capacity_search(_capacity_figures(203, 4_096))
     assert "Cache: search indexes 203 MB (both modes), shared_buffers 4,096 MB: they fit." in lines
+    warmed = _capacity_figures(203, 4_096)
+    warmed["data"]["prewarmed"] = True
+    assert "they fit, and were read into them before timing (pg_prewarm)." in "\n".join(
+        run_all._capacity_search(warmed)[0]
+    )
+    warmed["data"].update(prewarmed=False, prewarm_refused="permission denied to create extension")
+    assert (
+        "they fit; not read into them before timing (permission denied to create extension)."
+        in "\n".join(run_all._capacity_search(warmed)[0])
+    )
     # Figures recorded before the bench measured it render without the line.
     figures = _capacity_figures(203, 4_096)
     del figures["data"]["search_indexes_mb"]

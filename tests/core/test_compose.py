@@ -160,6 +160,8 @@ def test_both_servers_cache_the_capacity_search_indexes_and_the_operator_can_siz
     primary, replica = services["postgres"], services["postgres-replica"]
     assert "shared_buffers=4GB" in primary["command"]
     assert "effective_cache_size=12GB" in primary["command"]
+    # After a restart, autoprewarm reads back what was cached, instead of cold searches.
+    assert "shared_preload_libraries=pg_prewarm" in primary["command"]
     assert primary["shm_size"] == replica["shm_size"] == "1g"
     assert replica["environment"]["POSTGRES_SHARED_BUFFERS"] == "4GB"
     assert replica["environment"]["POSTGRES_EFFECTIVE_CACHE_SIZE"] == "12GB"
@@ -167,6 +169,7 @@ def test_both_servers_cache_the_capacity_search_indexes_and_the_operator_can_siz
     standby = (REPO / mounts[replica["entrypoint"][0]]).read_text()
     assert '-c shared_buffers="${POSTGRES_SHARED_BUFFERS:-4GB}"' in standby
     assert '-c effective_cache_size="${POSTGRES_EFFECTIVE_CACHE_SIZE:-12GB}"' in standby
+    assert "-c shared_preload_libraries=pg_prewarm" in standby
 
     sized = stack({**DOTENV, "POSTGRES_SHARED_BUFFERS": "8GB", "POSTGRES_SHM_SIZE": "2g"})
     assert "shared_buffers=8GB" in sized["services"]["postgres"]["command"]
