@@ -46,8 +46,8 @@ TARGET_P95_MS = 30.0
 SEED = 20260301
 # The two partial indexes a broad search reads its spans from (leasing 0026), one per mode.
 SEARCH_INDEXES = ("node_free_span_class_key", "node_free_span_class_key_strict")
-# What searches read, read into shared buffers before timing when the search indexes fit: the
-# search indexes, and the spans by node that narrow searches probe.
+# What searches read, read into shared buffers before timing when all of it fits: the search
+# indexes, and the spans by node that narrow searches probe.
 PREWARMED = (*SEARCH_INDEXES, "node_free_span_node_end")
 # p95 goals by fleet size (issue 22): the largest size not above the benched one applies.
 GOALS_P95_MS = {10_000: 30.0, 100_000: 100.0}
@@ -676,14 +676,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # What a broad search reads (one entry per node in service from one of these) against
         # the server's buffer cache: when they do not fit, searches re-read index pages from the
         # OS cache and their p95s swing with what else ran (docs/scaling.md, shared_buffers).
-        cursor.execute(
-            "SELECT sum(pg_relation_size(c.oid)) / 1048576,"
-            " (SELECT setting::bigint * current_setting('block_size')::bigint / 1048576"
-            "  FROM pg_settings WHERE name = 'shared_buffers')"
-            " FROM pg_class c WHERE c.relname = ANY(%s)",
-            [list(SEARCH_INDEXES)],
+        size_mb = (
+            "SELECT coalesce(sum(pg_relation_size(to_regclass(name))), 0) / 1048576"
+            " FROM unnest(%s::text[]) name"
         )
-        indexes_mb, shared_buffers_mb = cursor.fetchone()
+        cursor.execute(
+            f"SELECT ({size_mb}), ({size_mb}),"
+            " (SELECT setting::bigint * current_setting('block_size')::bigint / 1048576"
+            "  FROM pg_settings WHERE name = 'shared_buffers')",
+            [list(SEARCH_INDEXES), list(PREWARMED)],
+        )
+        indexes_mb, prewarmed_mb, shared_buffers_mb = cursor.fetchone()
     figures["data"] = {
         "nodes": nodes,
         "gpus": gpus,
@@ -694,7 +697,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "search_indexes_mb": int(indexes_mb),
         "shared_buffers_mb": int(shared_buffers_mb),
     }
-    if indexes_mb <= shared_buffers_mb:
+    if prewarmed_mb <= shared_buffers_mb:
         refused = _prewarm()
         figures["data"]["prewarmed"] = refused is None
         if refused:
@@ -719,11 +722,11 @@ def _prewarm() -> str | None:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
             cursor.execute(
-                "SELECT sum(pg_prewarm(c.oid)) FROM pg_class c WHERE c.relname = ANY(%s)",
+                "SELECT sum(pg_prewarm(to_regclass(name))) FROM unnest(%s::text[]) name",
                 [list(PREWARMED)],
             )
     except DatabaseError as error:
-        return str(error).strip().splitlines()[0]
+        return str(error).strip().splitlines()[0].rstrip(".")
     return None
 
 

@@ -268,7 +268,7 @@ def _capacity_search(figures: dict[str, Any]) -> tuple[list[str], str]:
             sys.path.insert(0, str(REPO))
         from bench.capacity_search import cache_fit
 
-        lines[-1:-1] = [f"Cache: {cache_fit(data)}.", ""]
+        lines += [f"Cache: {cache_fit(data)}.", ""]
     rows = [
         [
             name,

@@ -69,9 +69,11 @@ def _capacity_figures(indexes_mb: int, shared_buffers_mb: int) -> dict:
 
 def test_the_capacity_section_says_whether_the_search_indexes_fit_in_shared_buffers():
     lines, _ = run_all._capacity_search(_capacity_figures(2_034, 128))
-    assert (
+    # Its own paragraph, after the data's.
+    assert lines[0].startswith("Data: 10,000 nodes") and lines[1] == "" and lines[3] == ""
+    assert lines[2].startswith(
         "Cache: search indexes 2,034 MB (both modes), shared_buffers 128 MB: they do not fit:"
-        " searches re-read index pages from the OS cache" in "\n".join(lines)
+        " searches re-read index pages from the OS cache"
     )
     lines, _ = run_all._capacity_search(_capacity_figures(203, 4_096))
     assert "Cache: search indexes 203 MB (both modes), shared_buffers 4,096 MB: they fit." in lines

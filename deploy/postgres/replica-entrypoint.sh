@@ -16,6 +16,6 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   unset PGPASSWORD
 fi
 exec docker-entrypoint.sh postgres -c hot_standby=on -c hot_standby_feedback=on \
-  -c shared_buffers="${POSTGRES_SHARED_BUFFERS:-4GB}" \
-  -c effective_cache_size="${POSTGRES_EFFECTIVE_CACHE_SIZE:-12GB}" \
+  -c shared_buffers="${POSTGRES_SHARED_BUFFERS:-2GB}" \
+  -c effective_cache_size="${POSTGRES_EFFECTIVE_CACHE_SIZE:-6GB}" \
   -c shared_preload_libraries=pg_prewarm

@@ -333,34 +333,47 @@ def test_an_archive_that_postgresql_breaks_out_of_a_deadlock_is_refused_busy_and
     client_for, provider, contract, archive_dir, other_session
 ):
     # Another session holds the events table (a long read) and then asks for the month's lock,
-    # which the archive, waiting for that table at its detach, holds: a cycle. The archive
-    # waited first, so its own deadlock check (deadlock_timeout after its wait began) finds the
-    # cycle and PostgreSQL aborts it; the other session then gets the month's lock.
+    # which the archive, waiting for that table at its detach, holds: a cycle. A waiting backend
+    # checks for a cycle once, deadlock_timeout after its wait began, and aborts itself if it
+    # finds one. The archive's check comes 3 s after its wait began, the other session's only
+    # after 60 s (its own lock_timeout, 10 s, ends its wait before), so the other session has 3 s
+    # to close the cycle and only the archive can be the victim; the other then gets the lock.
     january_2024_invoiced(client_for, provider, contract)
     ensure(NOW)
     before = stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor:  # to the end of the test's transaction (superuser only)
+        cursor.execute("SET LOCAL deadlock_timeout = '3s'")
         cursor.execute("SELECT pg_backend_pid()")
         archive_pid = cursor.fetchone()[0]
+    with other_session.cursor() as cursor:
+        cursor.execute("SET deadlock_timeout = '60s'")
+        cursor.execute("SET lock_timeout = '10s'")
+        cursor.execute("SELECT pg_backend_pid()")
+        other_pid = cursor.fetchone()[0]
     other_session.set_autocommit(False)
     with other_session.cursor() as cursor:
         cursor.execute("LOCK TABLE ONLY billing_usageevent IN ACCESS SHARE MODE")
     month_lock = [int(LockNamespace.USAGE_ARCHIVE_MONTH), date(2024, 1, 1).toordinal()]
-    other_session.inc_thread_sharing()
-    closed_cycle: list[bool] = []
+    outcome: list[object] = []
 
     def close_the_cycle() -> None:
-        with other_session.cursor() as cursor:
-            for _ in range(500):  # until the archive waits for a lock (10 s at most)
-                cursor.execute(
-                    "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", [archive_pid]
-                )
-                if cursor.fetchone()[0]:
-                    break
-                time.sleep(0.02)
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", month_lock)
-            closed_cycle.append(True)
+        try:
+            with other_session.cursor() as cursor:
+                for _ in range(250):  # until the archive waits for this session (5 s at most)
+                    cursor.execute(
+                        "SELECT %s = ANY(pg_blocking_pids(%s))", [other_pid, archive_pid]
+                    )
+                    if cursor.fetchone()[0]:
+                        break
+                    time.sleep(0.02)
+                else:
+                    raise AssertionError("the archive never waited for the other session")
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", month_lock)
+            outcome.append("got the month's lock")
+        except BaseException as error:  # reported by the assertion below
+            outcome.append(error)
 
+    other_session.inc_thread_sharing()
     other = threading.Thread(target=close_the_cycle)
     other.start()
     try:
@@ -368,14 +381,14 @@ def test_an_archive_that_postgresql_breaks_out_of_a_deadlock_is_refused_busy_and
             archive("--before", "2024-02")
     finally:
         other.join(timeout=30)
-    assert closed_cycle == [True]  # the other session got the month's lock: it was not aborted
+        other_session.dec_thread_sharing()
+    assert outcome == ["got the month's lock"]  # the other session was not the victim
     assert archive_files(archive_dir) == []
     assert date(2024, 1, 1) in usage_partitions()
     assert not UsageArchive.objects.exists()
     assert stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)) == before
 
     other_session.rollback()
-    other_session.dec_thread_sharing()
     assert "2024-01: 10 events" in archive("--before", "2024-02")
 
 
