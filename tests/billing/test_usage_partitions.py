@@ -223,9 +223,9 @@ def test_an_archived_month_is_in_its_file_row_for_row_and_its_partition_is_gone(
 
     assert "No usage month before 2024-02 left to archive." in archive("--before", "2024-02")
 
-    out = io.StringIO()
-    call_command("usage_restore", "2024-01", stdout=out)
-    assert "2024-01: 10 events restored" in out.getvalue()
+    restored = io.StringIO()
+    call_command("usage_restore", "2024-01", stdout=restored)
+    assert "2024-01: 10 events restored" in restored.getvalue()
     assert stored_rows(start, end) == before
     assert where("jan-3") == "billing_usageevent_p2024_01"
     assert not UsageArchive.objects.exists()
