@@ -87,9 +87,15 @@ def _module(name: str) -> str:
     return str(BENCHMARKS[name].get("module", name)) if name in BENCHMARKS else name
 
 
+def _repo_importable() -> None:
+    """Put the repository on sys.path (once), so that `bench.*` imports when run as a script."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+
+
 def _child(name: str, output: Path, argv: list[str]) -> None:
     """Run bench.<name>.main(argv) in this process and write its figures as JSON."""
-    sys.path.insert(0, str(REPO))
+    _repo_importable()
     module = importlib.import_module(f"bench.{name}")
     figures = module.main(argv)
     output.write_text(json.dumps(figures, default=str, indent=1))
@@ -107,8 +113,7 @@ def _read(path: str) -> str:
 
 def _postgres_version() -> str:
     try:
-        if str(REPO) not in sys.path:
-            sys.path.insert(0, str(REPO))
+        _repo_importable()
         from bench.databases import admin_connection, server_url
 
         # The server's maintenance database: DATABASE_URL's own need not exist (each benchmark
@@ -264,8 +269,7 @@ def _capacity_search(figures: dict[str, Any]) -> tuple[list[str], str]:
         "",
     ]
     if "search_indexes_mb" in data:
-        if str(REPO) not in sys.path:
-            sys.path.insert(0, str(REPO))
+        _repo_importable()
         from bench.capacity_search import cache_fit
 
         lines += [f"Cache: {cache_fit(data)}.", ""]

@@ -289,13 +289,26 @@ def archive_files(archive_dir) -> list[str]:
     return sorted(path.name for path in archive_dir.iterdir()) if archive_dir.exists() else []
 
 
+def january_rows() -> list[dict[str, str]]:
+    """January 2024's stored events (stored_rows)."""
+    return stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
+
+
+def assert_january_untouched(archive_dir, before: list[dict[str, str]]) -> None:
+    """A refused archive changed nothing: no file, the partition and its rows as they were."""
+    assert archive_files(archive_dir) == []
+    assert date(2024, 1, 1) in usage_partitions()
+    assert not UsageArchive.objects.exists()
+    assert january_rows() == before
+
+
 def test_an_archive_whose_detach_waits_past_its_lock_timeout_is_refused_and_leaves_no_file(
     client_for, provider, contract, archive_dir, other_session, monkeypatch
 ):
     # A long transaction reading the events holds the table the detach must take alone.
     january_2024_invoiced(client_for, provider, contract)
     ensure(NOW)
-    before = stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
+    before = january_rows()
     monkeypatch.setattr(usage_archive, "ARCHIVE_LOCK_TIMEOUT", "200ms")
     written = []
     write_durably = usage_archive._write_durably
@@ -316,10 +329,7 @@ def test_an_archive_whose_detach_waits_past_its_lock_timeout_is_refused_and_leav
         ("usage-events-2024-01.csv.gz", True),
         ("usage-events-2024-01.manifest.json", True),
     ]
-    assert archive_files(archive_dir) == []
-    assert date(2024, 1, 1) in usage_partitions()
-    assert not UsageArchive.objects.exists()
-    assert stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)) == before
+    assert_january_untouched(archive_dir, before)
 
     other_session.rollback()
     assert "2024-01: 10 events" in archive("--before", "2024-02")
@@ -340,7 +350,7 @@ def test_an_archive_that_postgresql_breaks_out_of_a_deadlock_is_refused_busy_and
     # to close the cycle and only the archive can be the victim; the other then gets the lock.
     january_2024_invoiced(client_for, provider, contract)
     ensure(NOW)
-    before = stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC))
+    before = january_rows()
     with connection.cursor() as cursor:  # to the end of the test's transaction (superuser only)
         cursor.execute("SET LOCAL deadlock_timeout = '3s'")
         cursor.execute("SELECT pg_backend_pid()")
@@ -383,10 +393,7 @@ def test_an_archive_that_postgresql_breaks_out_of_a_deadlock_is_refused_busy_and
         other.join(timeout=30)
         other_session.dec_thread_sharing()
     assert outcome == ["got the month's lock"]  # the other session was not the victim
-    assert archive_files(archive_dir) == []
-    assert date(2024, 1, 1) in usage_partitions()
-    assert not UsageArchive.objects.exists()
-    assert stored_rows(datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 2, 1, tzinfo=UTC)) == before
+    assert_january_untouched(archive_dir, before)
 
     other_session.rollback()
     assert "2024-01: 10 events" in archive("--before", "2024-02")
